@@ -1,0 +1,138 @@
+//! Shared state of an activity timer (`IdleTimeout` + `ActivityHandle`).
+//!
+//! The owner keeps its own last activity in a plain field (it is the only writer, so
+//! a compare and a store keep it monotonic) and passes it in; handles record theirs
+//! here with one `fetch_max`. The timer's deadline is
+//! `max(owner's, handles') + timeout`, saturating.
+//!
+//! Orderings: everything is `Relaxed` except what `AtomicWaker` does internally.
+//! - Touches only move the deadline *later*, so they never need to wake anyone; the
+//!   owner finds them when its entry fires. A touch that happened-before the owner's
+//!   read is seen by it through read-write coherence, which `Relaxed` already gives.
+//! - A shorter timeout must reach the owner. The writer stores it, then wakes; the
+//!   owner registers its waker, then reads. `AtomicWaker`'s acquire/release state
+//!   word orders the two: either the owner's register comes after the wake (and its
+//!   read sees the store), or the wake comes after the register (and wakes the owner,
+//!   whose next poll reads again).
+
+use super::{LazyEntry, Step};
+use crate::sync::{Arc, AtomicU64, AtomicWaker, Ordering::Relaxed};
+use std::task::Waker;
+
+/// State shared by an `IdleTimeout` and its handles.
+#[derive(Debug)]
+pub struct ActivityShared {
+    /// Latest activity recorded through handles (nanoseconds, monotonic).
+    handle_activity: AtomicU64,
+    /// Timeout in nanoseconds (saturated).
+    timeout: AtomicU64,
+    /// The owner's waker, for shortened timeouts.
+    waker: AtomicWaker,
+}
+
+impl ActivityShared {
+    /// New shared state; `activity` is the creation time.
+    pub fn new(activity: u64, timeout: u64) -> Arc<Self> {
+        Arc::new(Self {
+            handle_activity: AtomicU64::new(activity),
+            timeout: AtomicU64::new(timeout),
+            waker: AtomicWaker::new(),
+        })
+    }
+
+    /// Records activity at `at` from a handle; an older `at` changes nothing.
+    /// One RMW at most, and none when `at` is not newer.
+    pub fn touch_at(&self, at: u64) {
+        // Relaxed: a stale read only costs the fetch_max below, which decides.
+        if at > self.handle_activity.load(Relaxed) {
+            // Relaxed: monotonic by fetch_max; touches publish nothing else and never
+            // need a wake (they move the deadline later). See the module docs.
+            self.handle_activity.fetch_max(at, Relaxed);
+        }
+    }
+
+    /// Latest activity recorded through handles.
+    pub fn handle_activity(&self) -> u64 {
+        // Relaxed: coherence makes every touch that happened-before this read visible.
+        self.handle_activity.load(Relaxed)
+    }
+
+    /// The timeout in nanoseconds.
+    pub fn timeout(&self) -> u64 {
+        // Relaxed: see `set_timeout` for how a shorter value reaches the owner.
+        self.timeout.load(Relaxed)
+    }
+
+    /// Sets the timeout; a shorter one wakes the owner so it takes effect at once.
+    pub fn set_timeout(&self, timeout: u64) {
+        // Relaxed: the wake below (AtomicWaker's AcqRel RMW) publishes this store to
+        // the owner's next register-then-read; see the module docs.
+        let previous = self.timeout.swap(timeout, Relaxed);
+        if timeout < previous {
+            self.waker.wake();
+        }
+    }
+
+    /// The deadline given the owner's own last activity.
+    pub fn deadline(&self, owner_activity: u64) -> u64 {
+        owner_activity
+            .max(self.handle_activity())
+            .saturating_add(self.timeout())
+    }
+
+    /// The owner's poll: register the waker *before* reading the shared state, then
+    /// decide what to do with the runtime entry.
+    pub fn poll_step(
+        &self,
+        waker: &Waker,
+        owner_activity: u64,
+        entry: &mut LazyEntry<u64>,
+        now: impl FnOnce() -> u64,
+    ) -> Step<u64> {
+        self.waker.register(waker);
+        entry.step(Some(self.deadline(owner_activity)), now)
+    }
+
+    /// The owner is gone: drop its waker so handles do not wake a stale task.
+    pub fn owner_dropped(&self) {
+        self.waker.clear();
+    }
+}
+
+#[cfg(all(test, not(lazy_deadline_loom)))]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    #[test]
+    fn handle_touches_are_monotonic() {
+        let s = ActivityShared::new(5, 10);
+        s.touch_at(9);
+        s.touch_at(7);
+        assert_eq!(s.handle_activity(), 9);
+        assert_eq!(s.deadline(3), 19);
+        assert_eq!(s.deadline(12), 22);
+    }
+
+    #[test]
+    fn deadline_saturates() {
+        let s = ActivityShared::new(5, u64::MAX);
+        assert_eq!(s.deadline(0), u64::MAX);
+    }
+
+    #[test]
+    fn decision_follows_activity() {
+        let s = ActivityShared::new(0, 10);
+        let mut e = LazyEntry::new();
+        let w = Waker::noop();
+        assert_eq!(s.poll_step(w, 0, &mut e, || 0), Step::Arm(10));
+        s.touch_at(8);
+        assert_eq!(s.poll_step(w, 0, &mut e, || 8), Step::Wait);
+        e.fired();
+        assert_eq!(s.poll_step(w, 0, &mut e, || 10), Step::Arm(18));
+        e.fired();
+        assert_eq!(s.poll_step(w, 0, &mut e, || 18), Step::Fire);
+        s.set_timeout(2);
+        assert_eq!(s.poll_step(w, 0, &mut e, || 18), Step::Fire);
+    }
+}

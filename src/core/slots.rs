@@ -1,0 +1,195 @@
+//! Shared state of a multi-slot timer (`SlotTimer` + `SlotHandle`).
+//!
+//! One `AtomicU64` deadline per kind ([`NEVER`] when unset) and `armed`, the deadline
+//! the owner arms its single runtime entry at after its last collection.
+//!
+//! # Protocol
+//!
+//! - **Owner `set`/`cancel`**: a relaxed store. The owner re-evaluates on its next
+//!   poll (it holds `&mut`, so that poll comes after the store on the same thread).
+//! - **Handle `set`**: store the deadline, `fence(SeqCst)`, load `armed`; wake the
+//!   owner if the new deadline is earlier. **Owner collection**: scan, store `armed`,
+//!   `fence(SeqCst)`, scan again. This is Dekker's pattern: of the two fences one is
+//!   first in the single total order of SeqCst fences, so either the owner's second
+//!   scan sees the handle's deadline, or the handle's load sees the owner's `armed`
+//!   and wakes it. Without the fences both could read the old values and the earlier
+//!   deadline would fire late (the design's store-then-check trap).
+//! - **Handle `cancel`**: a relaxed store; a cancel never needs a wake (the entry fires
+//!   at the old time, finds nothing due and re-arms).
+//! - **Reporting**: the owner disarms a due slot with a CAS from the exact value it
+//!   judged due to `NEVER`, so each set is reported at most once, and a cancel or
+//!   re-set that lands first makes the CAS fail (the slot is judged again).
+
+use super::NEVER;
+use crate::sync::{fence, Arc, AtomicU64, AtomicWaker, Ordering};
+use std::task::Waker;
+
+/// State shared by a `SlotTimer` and its handles.
+#[derive(Debug)]
+pub struct SlotShared {
+    deadlines: Box<[AtomicU64]>,
+    /// Where the owner's entry is (or is about to be) armed; `NEVER` when idle.
+    armed: AtomicU64,
+    waker: AtomicWaker,
+}
+
+/// What one collection found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Collected {
+    /// Bit `i` set: kind `i` was due and is now disarmed (reported once).
+    pub expired: u64,
+    /// Earliest deadline still set, `NEVER` if none; published as `armed`.
+    pub next: u64,
+}
+
+impl SlotShared {
+    /// `count` unset slots (`1..=64`).
+    pub fn new(count: usize) -> Arc<Self> {
+        assert!((1..=64).contains(&count), "a timer has 1 to 64 kinds");
+        Arc::new(Self {
+            deadlines: (0..count).map(|_| AtomicU64::new(NEVER)).collect(),
+            armed: AtomicU64::new(NEVER),
+            waker: AtomicWaker::new(),
+        })
+    }
+
+    /// Number of slots.
+    pub fn count(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    /// The deadline of slot `index`, `NEVER` if unset.
+    pub fn deadline(&self, index: usize) -> u64 {
+        // Relaxed: a snapshot for the caller; decisions re-read under the protocol.
+        self.deadlines[index].load(Ordering::Relaxed)
+    }
+
+    /// Owner-side set or cancel (`NEVER`): a plain store. The owner's next poll
+    /// re-evaluates, so no wake and no fence.
+    pub fn store_owner(&self, index: usize, deadline: u64) {
+        // Relaxed: only the owner's own later poll (same thread) must see it; handles
+        // never read slots.
+        self.deadlines[index].store(deadline, Ordering::Relaxed);
+    }
+
+    /// Handle-side set: store, then wake the owner if it may be armed later than this.
+    pub fn set_remote(&self, index: usize, deadline: u64) {
+        // Relaxed store + SeqCst fence + relaxed load: the handle half of the Dekker
+        // pattern in the module docs (the fence orders the store before the load).
+        self.deadlines[index].store(deadline, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if deadline < self.armed.load(Ordering::Relaxed) {
+            self.waker.wake();
+        }
+    }
+
+    /// Handle-side cancel: a store; never needs a wake.
+    pub fn cancel_remote(&self, index: usize) {
+        // Relaxed: a cancel only makes the owner's next collection find less; the
+        // owner's CAS on the slot decides whether the old deadline was reported.
+        self.deadlines[index].store(NEVER, Ordering::Relaxed);
+    }
+
+    /// The owner's collection at `now`: registers `waker`, disarms and reports every
+    /// slot due by `now`, and publishes the earliest remaining deadline as `armed`.
+    pub fn collect(&self, waker: &Waker, now: u64) -> Collected {
+        // Register before reading any slot, so a wake for a store this scan misses is
+        // delivered to this waker (see AtomicWaker in the sync shim).
+        self.waker.register(waker);
+        let mut expired = 0u64;
+        loop {
+            let mut next = NEVER;
+            for (index, slot) in self.deadlines.iter().enumerate() {
+                // Relaxed: the CAS below decides; visibility of handles' stores is
+                // the fence's job.
+                let mut deadline = slot.load(Ordering::Relaxed);
+                while deadline != NEVER && deadline <= now {
+                    // Relaxed: the slot word is the only data; exactly-once comes from
+                    // the CAS itself (a cancel or re-set in between makes it fail).
+                    match slot.compare_exchange(
+                        deadline,
+                        NEVER,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => {
+                            expired |= 1 << index;
+                            deadline = NEVER;
+                        }
+                        Err(current) => deadline = current,
+                    }
+                }
+                next = next.min(deadline);
+            }
+            // Relaxed store + SeqCst fence + relaxed loads: the owner half of Dekker.
+            self.armed.store(next, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            if self.earliest() >= next {
+                return Collected { expired, next };
+            }
+            // A handle set something earlier during the scan: collect again.
+        }
+    }
+
+    /// The earliest deadline set, `NEVER` if none.
+    pub fn earliest(&self) -> u64 {
+        self.deadlines
+            .iter()
+            // Relaxed: ordered after the caller's fence, which is what matters.
+            .map(|slot| slot.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(NEVER)
+    }
+
+    /// The owner is gone: drop its waker so handles do not wake a stale task.
+    pub fn owner_dropped(&self) {
+        self.waker.clear();
+    }
+}
+
+#[cfg(all(test, not(lazy_deadline_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collects_due_slots_once_and_reports_next() {
+        let s = SlotShared::new(3);
+        let w = Waker::noop();
+        s.store_owner(0, 10);
+        s.store_owner(1, 20);
+        s.store_owner(2, 10);
+        assert_eq!(s.collect(w, 5), Collected { expired: 0, next: 10 });
+        assert_eq!(s.collect(w, 10), Collected { expired: 0b101, next: 20 });
+        assert_eq!(s.collect(w, 10), Collected { expired: 0, next: 20 });
+        assert_eq!(s.deadline(0), NEVER);
+    }
+
+    #[test]
+    fn cancelled_slot_is_never_reported() {
+        let s = SlotShared::new(2);
+        s.store_owner(0, 10);
+        s.cancel_remote(0);
+        assert_eq!(s.collect(Waker::noop(), 100), Collected { expired: 0, next: NEVER });
+    }
+
+    #[test]
+    fn remote_set_earlier_than_armed_wakes() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::task::Wake;
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.0.fetch_add(1, SeqCst);
+            }
+        }
+        let count = std::sync::Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let s = SlotShared::new(2);
+        s.store_owner(0, 100);
+        assert_eq!(s.collect(&waker, 0).next, 100);
+        s.set_remote(1, 200); // later than armed: no wake
+        assert_eq!(count.0.load(SeqCst), 0);
+        s.set_remote(1, 50); // earlier: wake
+        assert_eq!(count.0.load(SeqCst), 1);
+    }
+}

@@ -1,0 +1,87 @@
+//! Lazily re-armed timers for tokio protocol stacks.
+//!
+//! Re-arming a timer on every packet is one of the classic hot-path costs of network
+//! stacks. Linux SCTP and TCP both hit it and fixed it the same way: record a
+//! timestamp on the hot path, leave the one timer armed, and re-evaluate when it
+//! fires. This crate brings that technique to tokio: **the hot path never touches the
+//! runtime's timer wheel.** A packet, an ACK, a read or a write stores a timestamp;
+//! the one runtime timer entry is re-armed when it fires and finds that the deadline
+//! moved, or at once when a deadline moves *earlier* than what is armed.
+//!
+//! | type | for | hot path |
+//! |---|---|---|
+//! | [`Sleep`] ([`sleep`], [`sleep_until`]) | drop-in for `tokio::time::Sleep` | `reset` later: a field store |
+//! | [`IdleTimeout`] + [`ActivityHandle`] | idle/keepalive/heartbeat timeouts | `touch_at`: a field store; from a handle one `fetch_max` |
+//!
+//! # Guarantees
+//!
+//! - **Never early**: nothing resolves before its deadline by the tokio clock
+//!   (paused clock included).
+//! - **Not later than tokio**: under `tokio::time::pause()` every timer resolves at
+//!   the same virtual instant as a `tokio::time::Sleep` with the same final deadline.
+//!   With a running clock, a deadline that moved later is reached through one
+//!   re-arm, which may add up to one timer tick (about 1 ms, tokio's resolution).
+//! - **Earlier works at once**, from the owner or a handle on another thread.
+//! - **Bad input saturates like tokio**: `Duration::MAX`, deadlines in the past, far
+//!   future instants and zero timeouts never panic or overflow. The only panics are
+//!   tokio's own (no runtime, or no time driver), reported at the caller's location.
+//! - No `unsafe` code.
+//!
+//! # Examples
+//!
+//! [`Sleep`] as a drop-in, reset on every message:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use std::time::Duration;
+//! use tokio::time::Instant;
+//!
+//! let deadline = lazy_deadline::sleep(Duration::from_millis(500));
+//! tokio::pin!(deadline);
+//! for _message in 0..1_000 {
+//!     // Later than what is armed: a store, no driver work.
+//!     deadline.as_mut().reset(Instant::now() + Duration::from_millis(500));
+//! }
+//! deadline.as_mut().await;
+//! assert!(deadline.stats().registrations <= 2);
+//! # }
+//! ```
+//!
+//! [`IdleTimeout`] with activity from another task:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use lazy_deadline::IdleTimeout;
+//! use std::time::Duration;
+//!
+//! let mut idle = IdleTimeout::new(Duration::from_secs(30));
+//! let reader = idle.handle();
+//! tokio::spawn(async move {
+//!     for _ in 0..5 {
+//!         tokio::time::sleep(Duration::from_secs(1)).await;
+//!         reader.touch();
+//!     }
+//! });
+//! (&mut idle).await; // resolves 30 s after the last touch
+//! assert!(idle.is_elapsed());
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(lazy_deadline_loom)]
+pub mod core;
+#[cfg(not(lazy_deadline_loom))]
+mod core;
+
+mod idle_timeout;
+mod sleep;
+mod stats;
+mod sync;
+mod time_base;
+
+pub use idle_timeout::{ActivityHandle, IdleTimeout};
+pub use sleep::{sleep, sleep_until, Sleep};
+pub use stats::Stats;

@@ -1,0 +1,235 @@
+//! `Sleep`: a drop-in for `tokio::time::Sleep` whose later resets are field stores.
+
+use crate::stats::Stats;
+use crate::time_base::FAR_FUTURE;
+use pin_project_lite::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Waits until `duration` has elapsed; the lazy counterpart of [`tokio::time::sleep`].
+///
+/// Equivalent to `sleep_until(Instant::now() + duration)`, with `duration` capped at
+/// about 30 years exactly as tokio caps it, so `Duration::MAX` means "practically
+/// never" rather than an overflow.
+///
+/// # Panics
+///
+/// Like tokio's `sleep`: panics outside a tokio runtime, or in a runtime built
+/// without the time driver (`enable_time`). The panic points at the caller.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// lazy_deadline::sleep(Duration::from_millis(100)).await;
+/// # }
+/// ```
+#[track_caller]
+pub fn sleep(duration: Duration) -> Sleep {
+    sleep_until(Instant::now() + duration.min(FAR_FUTURE))
+}
+
+/// Waits until `deadline` is reached; the lazy counterpart of
+/// [`tokio::time::sleep_until`].
+///
+/// A deadline in the past completes on the first poll.
+///
+/// # Panics
+///
+/// Like tokio's `sleep_until`: panics outside a tokio runtime, or in a runtime built
+/// without the time driver. The panic points at the caller.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+/// lazy_deadline::sleep_until(Instant::now() + Duration::from_millis(100)).await;
+/// # }
+/// ```
+#[track_caller]
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline,
+        armed: deadline,
+        polled: false,
+        stats: Stats::default(),
+        entry: tokio::time::sleep_until(deadline),
+    }
+}
+
+pin_project! {
+    /// Future returned by [`sleep`] and [`sleep_until`]: a drop-in for
+    /// [`tokio::time::Sleep`] whose [`reset`](Sleep::reset) to a later deadline is a
+    /// field store.
+    ///
+    /// It owns one `tokio::time::Sleep` (the *entry*). A reset to a later deadline
+    /// only records it; when the entry fires, the `Sleep` compares with the recorded
+    /// deadline and re-arms the entry for the remainder. A reset to an earlier
+    /// deadline re-arms the entry at once, as tokio does. Resets before the first poll
+    /// are all stores; the first poll arms the entry once, at the final deadline.
+    ///
+    /// Like tokio's, it does not implement `Unpin`: pin it (`tokio::pin!` or
+    /// `Box::pin`) to use it with `select!` or `reset`.
+    ///
+    /// # Precision
+    ///
+    /// Never earlier than the deadline, and under a paused clock at the same virtual
+    /// instant as a `tokio::time::Sleep` with the same final deadline. With a running
+    /// clock the entry has tokio's millisecond resolution; a deadline moved later is
+    /// reached through one extra re-arm, so it may complete up to one timer tick
+    /// (about 1 ms) later than a tokio `Sleep` would.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping or not polling it loses nothing: it is a plain future with no
+    /// side effect beyond its own entry.
+    ///
+    /// # Examples
+    ///
+    /// An idle timeout pushed back on every message, as in a proxy's read loop:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let (tx, mut rx) = tokio::sync::mpsc::channel::<u32>(16);
+    /// tokio::spawn(async move {
+    ///     for i in 0..100 {
+    ///         tx.send(i).await.unwrap();
+    ///         tokio::time::sleep(Duration::from_millis(10)).await;
+    ///     }
+    /// });
+    /// let idle = lazy_deadline::sleep(Duration::from_secs(1));
+    /// tokio::pin!(idle);
+    /// let mut received = 0;
+    /// loop {
+    ///     tokio::select! {
+    ///         Some(_) = rx.recv() => {
+    ///             received += 1;
+    ///             // A field store, not a trip through tokio's timer wheel.
+    ///             idle.as_mut().reset(Instant::now() + Duration::from_secs(1));
+    ///         }
+    ///         () = &mut idle => break,
+    ///     }
+    /// }
+    /// assert_eq!(received, 100);
+    /// # }
+    /// ```
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct Sleep {
+        // The deadline exactly as the caller gave it.
+        deadline: Instant,
+        // Where `entry` is armed. Invariant: `armed <= deadline`, or the entry has
+        // been re-armed at `deadline` (moves earlier re-arm at once).
+        armed: Instant,
+        // Whether `entry` has been polled (and so registered with the driver).
+        polled: bool,
+        stats: Stats,
+        #[pin]
+        entry: tokio::time::Sleep,
+    }
+}
+
+impl Sleep {
+    /// Returns the instant at which the future will complete: exactly the deadline
+    /// last given to [`sleep_until`] or [`reset`](Sleep::reset).
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Returns `true` if the deadline has been reached and the runtime has seen it
+    /// (the entry fired at or after the deadline), as `tokio::time::Sleep::is_elapsed`.
+    pub fn is_elapsed(&self) -> bool {
+        self.entry.is_elapsed()
+            && (self.deadline <= self.armed || self.deadline <= Instant::now())
+    }
+
+    /// Resets the `Sleep` to a new deadline, before or after it completed.
+    ///
+    /// A later deadline is a field store: no driver call, no clock read, no atomic.
+    /// An earlier one re-arms the runtime entry at once (tokio's cost). Before the
+    /// first poll every reset is a store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let sleep = lazy_deadline::sleep(Duration::from_millis(10));
+    /// tokio::pin!(sleep);
+    /// let start = Instant::now();
+    /// sleep.as_mut().reset(start + Duration::from_millis(20));
+    /// sleep.as_mut().await;
+    /// assert_eq!(start.elapsed(), Duration::from_millis(20));
+    /// # }
+    /// ```
+    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        let this = self.project();
+        *this.deadline = deadline;
+        if deadline < *this.armed && *this.polled {
+            this.entry.reset(deadline);
+            *this.armed = deadline;
+            this.stats.registrations += 1;
+        }
+    }
+
+    /// How much driver work this `Sleep` has caused so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.project();
+        if !*this.polled {
+            // First poll: arm the entry once, at the final deadline, whatever the
+            // resets before it said (tokio registers on reset or first poll).
+            *this.polled = true;
+            this.stats.registrations += 1;
+            if *this.armed != *this.deadline {
+                this.entry.as_mut().reset(*this.deadline);
+                *this.armed = *this.deadline;
+            }
+        }
+        loop {
+            ready!(this.entry.as_mut().poll(cx));
+            this.stats.entry_fires += 1;
+            // The entry fired at `armed`: the clock is past it, no read needed.
+            if *this.deadline <= *this.armed || *this.deadline <= Instant::now() {
+                // Keep the invariant for later resets: the entry stands at `armed`.
+                return Poll::Ready(());
+            }
+            // The deadline moved later while we waited: re-arm for the remainder.
+            this.entry.as_mut().reset(*this.deadline);
+            *this.armed = *this.deadline;
+            this.stats.registrations += 1;
+        }
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("armed", &self.armed)
+            .field("is_elapsed", &self.is_elapsed())
+            .finish()
+    }
+}
