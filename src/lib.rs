@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | [`Sleep`] ([`sleep`], [`sleep_until`]) | drop-in for `tokio::time::Sleep` | `reset` later: a field store |
 //! | [`IdleTimeout`] + [`ActivityHandle`] | idle/keepalive/heartbeat timeouts | `touch_at`: a field store; from a handle one `fetch_max` |
+//! | [`SlotTimer`] + [`SlotHandle`] ([`timer_kinds!`]) | RTO/TLP/PROBE0/delayed-ACK/keepalive on one entry | `set` later: a store and a compare |
 //!
 //! # Guarantees
 //!
@@ -77,11 +78,15 @@ pub mod core;
 mod core;
 
 mod idle_timeout;
+mod kind;
 mod sleep;
+mod slot_timer;
 mod stats;
 mod sync;
 mod time_base;
 
 pub use idle_timeout::{ActivityHandle, IdleTimeout};
+pub use kind::{Iter as KindSetIter, KindSet, TimerKind};
 pub use sleep::{sleep, sleep_until, Sleep};
+pub use slot_timer::{SlotHandle, SlotTimer};
 pub use stats::Stats;

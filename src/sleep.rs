@@ -151,8 +151,7 @@ impl Sleep {
     /// Returns `true` if the deadline has been reached and the runtime has seen it
     /// (the entry fired at or after the deadline), as `tokio::time::Sleep::is_elapsed`.
     pub fn is_elapsed(&self) -> bool {
-        self.entry.is_elapsed()
-            && (self.deadline <= self.armed || self.deadline <= Instant::now())
+        self.entry.is_elapsed() && (self.deadline <= self.armed || self.deadline <= Instant::now())
     }
 
     /// Resets the `Sleep` to a new deadline, before or after it completed.

@@ -53,11 +53,6 @@ impl SlotShared {
         })
     }
 
-    /// Number of slots.
-    pub fn count(&self) -> usize {
-        self.deadlines.len()
-    }
-
     /// The deadline of slot `index`, `NEVER` if unset.
     pub fn deadline(&self, index: usize) -> u64 {
         // Relaxed: a snapshot for the caller; decisions re-read under the protocol.
@@ -79,8 +74,24 @@ impl SlotShared {
         self.deadlines[index].store(deadline, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         if deadline < self.armed.load(Ordering::Relaxed) {
+            // Relaxed: lowers `armed` so the owner's fast path (register, then read
+            // `armed`) notices; the wake that follows publishes it (AtomicWaker).
+            self.armed.fetch_min(deadline, Ordering::Relaxed);
             self.waker.wake();
         }
+    }
+
+    /// The earliest deadline the owner must be armed by: what its last collection
+    /// published, lowered by handles that set something earlier since.
+    pub fn armed(&self) -> u64 {
+        // Relaxed: read after `register`; see `set_remote` and the module docs.
+        self.armed.load(Ordering::Relaxed)
+    }
+
+    /// Registers the owner's waker; call before reading any slot or `armed`, so a
+    /// wake for a store the owner misses is delivered to this waker.
+    pub fn register(&self, waker: &Waker) {
+        self.waker.register(waker);
     }
 
     /// Handle-side cancel: a store; never needs a wake.
@@ -90,12 +101,10 @@ impl SlotShared {
         self.deadlines[index].store(NEVER, Ordering::Relaxed);
     }
 
-    /// The owner's collection at `now`: registers `waker`, disarms and reports every
-    /// slot due by `now`, and publishes the earliest remaining deadline as `armed`.
-    pub fn collect(&self, waker: &Waker, now: u64) -> Collected {
-        // Register before reading any slot, so a wake for a store this scan misses is
-        // delivered to this waker (see AtomicWaker in the sync shim).
-        self.waker.register(waker);
+    /// The owner's collection at `now` (after [`register`](Self::register)): disarms
+    /// and reports every slot due by `now`, and publishes the earliest remaining
+    /// deadline as `armed`.
+    pub fn collect(&self, now: u64) -> Collected {
         let mut expired = 0u64;
         loop {
             let mut next = NEVER;
@@ -154,13 +163,30 @@ mod tests {
     #[test]
     fn collects_due_slots_once_and_reports_next() {
         let s = SlotShared::new(3);
-        let w = Waker::noop();
         s.store_owner(0, 10);
         s.store_owner(1, 20);
         s.store_owner(2, 10);
-        assert_eq!(s.collect(w, 5), Collected { expired: 0, next: 10 });
-        assert_eq!(s.collect(w, 10), Collected { expired: 0b101, next: 20 });
-        assert_eq!(s.collect(w, 10), Collected { expired: 0, next: 20 });
+        assert_eq!(
+            s.collect(5),
+            Collected {
+                expired: 0,
+                next: 10
+            }
+        );
+        assert_eq!(
+            s.collect(10),
+            Collected {
+                expired: 0b101,
+                next: 20
+            }
+        );
+        assert_eq!(
+            s.collect(10),
+            Collected {
+                expired: 0,
+                next: 20
+            }
+        );
         assert_eq!(s.deadline(0), NEVER);
     }
 
@@ -169,7 +195,13 @@ mod tests {
         let s = SlotShared::new(2);
         s.store_owner(0, 10);
         s.cancel_remote(0);
-        assert_eq!(s.collect(Waker::noop(), 100), Collected { expired: 0, next: NEVER });
+        assert_eq!(
+            s.collect(100),
+            Collected {
+                expired: 0,
+                next: NEVER
+            }
+        );
     }
 
     #[test]
@@ -186,7 +218,14 @@ mod tests {
         let waker = Waker::from(count.clone());
         let s = SlotShared::new(2);
         s.store_owner(0, 100);
-        assert_eq!(s.collect(&waker, 0).next, 100);
+        assert_eq!(
+            {
+                s.register(&waker);
+                s.collect(0)
+            }
+            .next,
+            100
+        );
         s.set_remote(1, 200); // later than armed: no wake
         assert_eq!(count.0.load(SeqCst), 0);
         s.set_remote(1, 50); // earlier: wake

@@ -1,0 +1,351 @@
+//! `SlotTimer<K>` + `SlotHandle<K>`: several kinds of deadline, one runtime entry.
+
+use crate::core::slots::SlotShared;
+use crate::core::{EntryState, LazyEntry, Step, NEVER};
+use crate::kind::{KindSet, TimerKind};
+use crate::stats::Stats;
+use crate::sync::Arc;
+use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
+use futures::Stream;
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Several kinds of deadline (RTO, TLP, PROBE0, delayed ACK, keepalive, ...) sharing
+/// one runtime timer entry, each with its own deadline that never fights the others.
+///
+/// Linux TCP keeps RTO, TLP and PROBE0 on one timer and moves it back and forth on
+/// every send (arm the loss probe, earlier) and every ACK (re-arm the retransmission
+/// timer, later); in a 256-flow profile that re-arming was half of `tcp_write_xmit`.
+/// `SlotTimer` keeps every kind's deadline at once and the one entry armed at the
+/// earliest, so moving any kind later is a store, and the entry is re-armed at most
+/// once per expiry of the earliest deadline.
+///
+/// Deadlines are set by the owner ([`set`](SlotTimer::set), `&mut self`: a store and
+/// a compare) or from any task or thread through a [`SlotHandle`]. Expired kinds come
+/// out of [`poll_expired`](SlotTimer::poll_expired), [`expired`](SlotTimer::expired)
+/// or the [`Stream`] impl as a [`KindSet`]: every kind whose deadline has passed, each
+/// reported once and disarmed. A kind set again is reported again.
+///
+/// # Precision
+///
+/// A kind is never reported before its deadline by the tokio clock, and under a
+/// paused clock at the same virtual instant as a `tokio::time::Sleep` armed at that
+/// deadline. With a running clock the entry has tokio's millisecond resolution, and
+/// a deadline reached through a re-arm may be reported up to one tick later.
+///
+/// # Cancel safety
+///
+/// [`expired`](SlotTimer::expired) and `StreamExt::next` are cancel safe: expired
+/// kinds are disarmed only inside the poll that returns them.
+///
+/// # Examples
+///
+/// The timers of a TCP-like sender: every segment arms the tail-loss probe and pushes
+/// the retransmission timer back, both as stores.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use lazy_deadline::{timer_kinds, SlotTimer};
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// timer_kinds! {
+///     /// The timers of one connection.
+///     pub enum TcpTimer { Rto, Tlp, Probe0, DelAck, Keepalive }
+/// }
+///
+/// let mut timers = SlotTimer::<TcpTimer>::new();
+/// timers.set_after(TcpTimer::Keepalive, Duration::from_secs(7200));
+/// let start = Instant::now();
+/// for _segment in 0..500 {
+///     let now = Instant::now();
+///     timers.set(TcpTimer::Tlp, now + Duration::from_millis(20));
+///     timers.set(TcpTimer::Rto, now + Duration::from_millis(200));
+///     tokio::time::advance(Duration::from_micros(100)).await;
+/// }
+/// let last_send = start + Duration::from_millis(50);
+/// // No ACK came back: the loss probe fires first, 20 ms after the last segment.
+/// let expired = timers.expired().await;
+/// assert_eq!(expired.iter().collect::<Vec<_>>(), [TcpTimer::Tlp]);
+/// assert!(Instant::now() >= last_send + Duration::from_millis(20));
+/// // 1,000 sets cost one arming, plus one re-arm per 20 ms of traffic.
+/// assert!(timers.stats().registrations <= 5);
+/// # }
+/// ```
+pub struct SlotTimer<K: TimerKind> {
+    shared: Arc<SlotShared>,
+    lazy: LazyEntry<u64>,
+    /// An owner `set` moved something earlier than the entry: re-evaluate next poll.
+    dirty: bool,
+    stats: Stats,
+    /// Boxed so the timer is `Unpin`; polled only while `lazy` says it is armed.
+    entry: Pin<Box<tokio::time::Sleep>>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K: TimerKind> SlotTimer<K> {
+    /// A timer with every kind unset.
+    ///
+    /// # Panics
+    ///
+    /// Like `tokio::time::sleep`: outside a tokio runtime or in one without the time
+    /// driver (the panic points at the caller). Also if `K::COUNT` is not in `1..=64`,
+    /// which only a hand-written [`TimerKind`] can cause.
+    #[track_caller]
+    pub fn new() -> Self {
+        assert!(
+            (1..=64).contains(&K::COUNT),
+            "TimerKind::COUNT must be in 1..=64, {:?} has {}",
+            std::any::type_name::<K>(),
+            K::COUNT
+        );
+        Self {
+            shared: SlotShared::new(K::COUNT),
+            lazy: LazyEntry::new(),
+            dirty: false,
+            stats: Stats::default(),
+            entry: Box::pin(tokio::time::sleep_until(Instant::now())),
+            _kind: PhantomData,
+        }
+    }
+
+    /// Sets `kind` to expire at `deadline`, replacing its previous deadline. A past
+    /// deadline is reported on the next poll.
+    ///
+    /// A store and a compare: if the deadline is earlier than the armed entry, the
+    /// next poll re-arms it (which `select!` loops do right after the branch).
+    #[inline]
+    pub fn set(&mut self, kind: K, deadline: Instant) {
+        self.set_nanos(kind, to_nanos(deadline));
+    }
+
+    /// Sets `kind` to expire `after` from now (tokio clock). `Duration::MAX`
+    /// saturates (about 584 years).
+    pub fn set_after(&mut self, kind: K, after: Duration) {
+        self.set_nanos(kind, now_nanos().saturating_add(duration_to_nanos(after)));
+    }
+
+    /// Disarms `kind`; it will not be reported until set again. A store.
+    pub fn cancel(&mut self, kind: K) {
+        self.shared.store_owner(slot(kind), NEVER);
+    }
+
+    /// The deadline of `kind`, or `None` if it is unset (cancelled or reported).
+    pub fn deadline(&self, kind: K) -> Option<Instant> {
+        let deadline = self.shared.deadline(slot(kind));
+        (deadline != NEVER).then(|| from_nanos(deadline))
+    }
+
+    /// The earliest set kind and its deadline (the lowest index on a tie).
+    pub fn next_deadline(&self) -> Option<(K, Instant)> {
+        (0..K::COUNT)
+            .map(|index| (index, self.shared.deadline(index)))
+            .filter(|&(_, deadline)| deadline != NEVER)
+            .min_by_key(|&(_, deadline)| deadline)
+            .map(|(index, deadline)| (K::from_index(index), from_nanos(deadline)))
+    }
+
+    /// A handle that sets and cancels kinds from any task or thread.
+    pub fn handle(&self) -> SlotHandle<K> {
+        SlotHandle {
+            shared: self.shared.clone(),
+            _kind: PhantomData,
+        }
+    }
+
+    /// How much driver work this timer has caused so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Polls for expired kinds: `Ready` with the non-empty set of every kind whose
+    /// deadline has passed (each then disarmed), or `Pending` with the waker stored
+    /// for the earliest remaining deadline and for handles that set an earlier one.
+    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<KindSet<K>> {
+        // Before reading `armed` or any slot: see the core's protocol.
+        self.shared.register(cx.waker());
+        // Fast path: nothing moved earlier than what is armed (or, with nothing
+        // armed, nothing was set at all), so only the entry can have news.
+        if !self.dirty && self.shared.armed() >= self.horizon() {
+            if !self.lazy.is_armed() || self.poll_entry(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+        loop {
+            self.dirty = false;
+            let now = now_nanos();
+            let collected = self.shared.collect(now);
+            if collected.expired != 0 {
+                // The remaining kinds are armed on the next poll.
+                self.dirty = true;
+                return Poll::Ready(KindSet::from_bits(collected.expired));
+            }
+            let target = (collected.next != NEVER).then_some(collected.next);
+            match self.lazy.step(target, || now) {
+                // Only if a handle set a due deadline after the scan: collect again.
+                Step::Fire => continue,
+                Step::Arm(at) => {
+                    self.entry.as_mut().reset(from_nanos(at));
+                    self.stats.registrations += 1;
+                }
+                Step::Wait => {}
+            }
+            if !self.lazy.is_armed() || self.poll_entry(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// Waits for the next expired kinds. Cancel safe: dropping the future before it
+    /// completes loses nothing.
+    pub fn expired(&mut self) -> impl Future<Output = KindSet<K>> + '_ {
+        std::future::poll_fn(move |cx| self.poll_expired(cx))
+    }
+
+    fn set_nanos(&mut self, kind: K, deadline: u64) {
+        // NEVER means "unset"; a real deadline saturates just below it.
+        let deadline = deadline.min(NEVER - 1);
+        self.shared.store_owner(slot(kind), deadline);
+        if deadline < self.horizon() {
+            self.dirty = true;
+        }
+    }
+
+    /// Until when no re-evaluation is needed absent news: the armed entry's deadline,
+    /// or `NEVER` when nothing is armed because nothing is set.
+    fn horizon(&self) -> u64 {
+        match self.lazy.state() {
+            EntryState::Armed(at) => at,
+            EntryState::Idle | EntryState::Fired(_) => NEVER,
+        }
+    }
+
+    fn poll_entry(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let poll = self.entry.as_mut().poll(cx);
+        if poll.is_ready() {
+            self.stats.entry_fires += 1;
+            self.lazy.fired();
+        }
+        poll
+    }
+}
+
+/// The slot of `kind`, checked against the contract of [`TimerKind`].
+fn slot<K: TimerKind>(kind: K) -> usize {
+    let index = kind.index();
+    assert!(
+        index < K::COUNT,
+        "TimerKind::index of {kind:?} is {index}, not below COUNT = {}",
+        K::COUNT
+    );
+    index
+}
+
+impl<K: TimerKind> Default for SlotTimer<K> {
+    #[track_caller]
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: TimerKind> Stream for SlotTimer<K> {
+    type Item = KindSet<K>;
+
+    /// Never ends: yields the expired kinds each time some expire.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<KindSet<K>>> {
+        self.get_mut().poll_expired(cx).map(Some)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (usize::MAX, None)
+    }
+}
+
+impl<K: TimerKind> Drop for SlotTimer<K> {
+    fn drop(&mut self) {
+        self.shared.owner_dropped();
+    }
+}
+
+impl<K: TimerKind> fmt::Debug for SlotTimer<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let deadlines: Vec<(K, Option<Instant>)> = (0..K::COUNT)
+            .map(|index| {
+                let kind = K::from_index(index);
+                (kind, self.deadline(kind))
+            })
+            .collect();
+        f.debug_struct("SlotTimer")
+            .field("deadlines", &deadlines)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Sets and cancels the kinds of a [`SlotTimer`] from any task or thread.
+///
+/// `Send + Sync`, cheap to clone. A `set` later than what the timer has armed is a
+/// store and a fence; an earlier one also wakes the timer's task so it re-arms at
+/// once. A handle outliving its timer is harmless.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use lazy_deadline::{timer_kinds, SlotTimer};
+/// use std::time::Duration;
+///
+/// timer_kinds! { enum Kind { Retransmit, Ack } }
+///
+/// let mut timer = SlotTimer::<Kind>::new();
+/// timer.set_after(Kind::Retransmit, Duration::from_millis(200));
+/// let receiver = timer.handle();
+/// tokio::spawn(async move {
+///     // The receive path wants an ACK out within 1 ms.
+///     receiver.set_after(Kind::Ack, Duration::from_millis(1));
+/// });
+/// assert!(timer.expired().await.contains(Kind::Ack));
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct SlotHandle<K> {
+    shared: Arc<SlotShared>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K: TimerKind> SlotHandle<K> {
+    /// Sets `kind` to expire at `deadline`; wakes the timer if that is earlier than
+    /// what it has armed.
+    pub fn set(&self, kind: K, deadline: Instant) {
+        self.set_nanos(kind, to_nanos(deadline));
+    }
+
+    /// Sets `kind` to expire `after` from now (tokio clock); saturates.
+    pub fn set_after(&self, kind: K, after: Duration) {
+        self.set_nanos(kind, now_nanos().saturating_add(duration_to_nanos(after)));
+    }
+
+    /// Disarms `kind`. A store; never wakes the timer.
+    pub fn cancel(&self, kind: K) {
+        self.shared.cancel_remote(slot(kind));
+    }
+
+    fn set_nanos(&self, kind: K, deadline: u64) {
+        self.shared.set_remote(slot(kind), deadline.min(NEVER - 1));
+    }
+}
+
+impl<K: TimerKind> fmt::Debug for SlotHandle<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlotHandle")
+            .field("kind", &std::any::type_name::<K>())
+            .finish()
+    }
+}

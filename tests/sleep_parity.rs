@@ -1,0 +1,210 @@
+//! `lazy_deadline::Sleep` behaves like `tokio::time::Sleep` in the cases tokio's own
+//! sleep tests care about, under the paused clock.
+
+mod common;
+
+use common::{ms, poll_once};
+use lazy_deadline::{sleep, sleep_until};
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Wake, Waker};
+use std::time::Duration;
+use tokio::time::{self, Instant};
+
+#[tokio::test(start_paused = true)]
+async fn zero_duration_is_ready_at_once() {
+    let start = Instant::now();
+    sleep(Duration::ZERO).await;
+    assert_eq!(Instant::now(), start);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_deadline_is_ready_at_once() {
+    let start = Instant::now();
+    sleep_until(start - ms(10)).await;
+    assert_eq!(Instant::now(), start);
+}
+
+#[tokio::test(start_paused = true)]
+async fn completes_at_the_deadline_not_before() {
+    let start = Instant::now();
+    let s = sleep(ms(10));
+    tokio::pin!(s);
+    assert!(poll_once(s.as_mut()).is_pending());
+    time::advance(ms(9)).await;
+    assert!(poll_once(s.as_mut()).is_pending());
+    assert!(!s.is_elapsed());
+    time::advance(ms(1)).await;
+    assert!(poll_once(s.as_mut()).is_ready());
+    assert!(s.is_elapsed());
+    assert_eq!(s.deadline(), start + ms(10));
+}
+
+#[tokio::test(start_paused = true)]
+async fn sub_millisecond_sleep_waits_like_tokio() {
+    let start = Instant::now();
+    let ours = sleep(Duration::from_micros(300));
+    let theirs = time::sleep(Duration::from_micros(300));
+    tokio::pin!(ours, theirs);
+    assert!(poll_once(ours.as_mut()).is_pending());
+    assert!(poll_once(theirs.as_mut()).is_pending());
+    time::advance(Duration::from_micros(299)).await;
+    assert!(poll_once(ours.as_mut()).is_pending());
+    theirs.as_mut().await;
+    let tokio_done = Instant::now();
+    ours.as_mut().await;
+    assert_eq!(Instant::now(), tokio_done);
+    assert!(tokio_done >= start + Duration::from_micros(300));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_later_before_fire_waits_for_the_new_deadline() {
+    let start = Instant::now();
+    let s = sleep(ms(10));
+    tokio::pin!(s);
+    assert!(poll_once(s.as_mut()).is_pending());
+    s.as_mut().reset(start + ms(30));
+    time::advance(ms(10)).await;
+    assert!(poll_once(s.as_mut()).is_pending());
+    time::advance(ms(19)).await;
+    assert!(poll_once(s.as_mut()).is_pending());
+    time::advance(ms(1)).await;
+    assert!(poll_once(s.as_mut()).is_ready());
+    assert_eq!(s.deadline(), start + ms(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_earlier_takes_effect_at_once() {
+    let start = Instant::now();
+    let s = sleep(ms(100));
+    tokio::pin!(s);
+    assert!(poll_once(s.as_mut()).is_pending());
+    s.as_mut().reset(start + ms(5));
+    s.as_mut().await; // auto-advance: must not wait for 100 ms
+    assert_eq!(Instant::now(), start + ms(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_after_fire_rearms() {
+    let start = Instant::now();
+    let s = sleep(ms(10));
+    tokio::pin!(s);
+    s.as_mut().await;
+    assert!(s.is_elapsed());
+    // The later-only shortcut must not apply to a fired timer.
+    s.as_mut().reset(start + ms(50));
+    assert!(!s.is_elapsed());
+    assert!(poll_once(s.as_mut()).is_pending());
+    s.as_mut().await;
+    assert_eq!(Instant::now(), start + ms(50));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_to_the_past_completes() {
+    let start = Instant::now();
+    let s = sleep(ms(10));
+    tokio::pin!(s);
+    assert!(poll_once(s.as_mut()).is_pending());
+    s.as_mut().reset(start - ms(5));
+    s.as_mut().await;
+    assert_eq!(Instant::now(), start);
+}
+
+#[tokio::test(start_paused = true)]
+async fn resets_before_first_poll_arm_once_at_the_final_deadline() {
+    let start = Instant::now();
+    let s = sleep(ms(10));
+    tokio::pin!(s);
+    // The SCTP "never started" trap: resets before the first poll, earlier or later.
+    s.as_mut().reset(start + ms(40));
+    s.as_mut().reset(start + ms(5));
+    s.as_mut().reset(start + ms(20));
+    s.as_mut().await;
+    assert_eq!(Instant::now(), start + ms(20));
+    assert_eq!(s.stats().registrations, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_later_resets_cost_one_rearm() {
+    let start = Instant::now();
+    let s = sleep(ms(10));
+    tokio::pin!(s);
+    assert!(poll_once(s.as_mut()).is_pending());
+    for i in 1..=1000 {
+        s.as_mut().reset(start + ms(10) + Duration::from_micros(i));
+    }
+    s.as_mut().await;
+    assert_eq!(Instant::now(), start + ms(11));
+    // First arming, then one re-arm for the remainder.
+    assert_eq!(s.stats().registrations, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_saturates_and_never_fires() {
+    let s = sleep(Duration::MAX);
+    tokio::pin!(s);
+    assert!(poll_once(s.as_mut()).is_pending());
+    time::advance(Duration::from_secs(86_400 * 365 * 10)).await;
+    assert!(poll_once(s.as_mut()).is_pending());
+}
+
+#[tokio::test(start_paused = true)]
+async fn huge_duration_in_select_does_not_win() {
+    // tokio issue 5183: u64::MAX / 10 seconds must not overflow or fire.
+    let long = sleep(Duration::from_secs(u64::MAX / 10));
+    tokio::select! {
+        () = long => panic!("a practically infinite sleep fired"),
+        () = sleep(ms(50)) => {}
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn far_future_does_not_fire_after_years() {
+    let start = Instant::now();
+    let s = sleep_until(start + Duration::from_secs(86_400 * 365 * 20));
+    tokio::pin!(s);
+    assert!(poll_once(s.as_mut()).is_pending());
+    for _ in 0..10 {
+        time::advance(Duration::from_secs(86_400 * 365)).await;
+        assert!(poll_once(s.as_mut()).is_pending());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_from_inside_its_own_waker() {
+    type Slot = Arc<Mutex<Option<std::pin::Pin<Box<lazy_deadline::Sleep>>>>>;
+    struct DropOnWake(Slot);
+    impl Wake for DropOnWake {
+        fn wake(self: Arc<Self>) {
+            self.0.lock().unwrap().take();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.lock().unwrap().take();
+        }
+    }
+    let slot: Slot = Arc::new(Mutex::new(Some(Box::pin(sleep(ms(10))))));
+    let waker = Waker::from(Arc::new(DropOnWake(slot.clone())));
+    {
+        let mut guard = slot.lock().unwrap();
+        let fut = guard.as_mut().unwrap().as_mut();
+        assert!(common::poll_with(fut, &waker).is_pending());
+    }
+    time::advance(ms(10)).await;
+    assert!(slot.lock().unwrap().is_none(), "the wake dropped the sleep");
+}
+
+#[tokio::test(start_paused = true)]
+async fn is_unpin_only_when_boxed_and_debug_prints() {
+    let s = Box::pin(sleep(ms(1)));
+    let text = format!("{s:?}");
+    assert!(text.contains("deadline"), "{text}");
+    s.await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn completed_sleep_stays_ready() {
+    let s = sleep(ms(1));
+    tokio::pin!(s);
+    s.as_mut().await;
+    assert_eq!(poll_once(s.as_mut()), Poll::Ready(()));
+    assert_eq!(poll_once(s.as_mut()), Poll::Ready(()));
+}
