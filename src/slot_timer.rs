@@ -172,10 +172,9 @@ impl<K: TimerKind> SlotTimer<K> {
         self.shared.register(cx.waker());
         // Fast path: nothing moved earlier than what is armed (or, with nothing
         // armed, nothing was set at all), so only the entry can have news.
-        if !self.dirty && self.shared.armed() >= self.horizon() {
-            if !self.lazy.is_armed() || self.poll_entry(cx).is_pending() {
-                return Poll::Pending;
-            }
+        let unchanged = !self.dirty && self.shared.armed() >= self.horizon();
+        if unchanged && (!self.lazy.is_armed() || self.poll_entry(cx).is_pending()) {
+            return Poll::Pending;
         }
         loop {
             self.dirty = false;

@@ -53,9 +53,10 @@ fn handles_work_without_a_runtime() {
         .enable_time()
         .build()
         .unwrap();
-    let idle = rt.block_on(async { lazy_deadline::IdleTimeout::new(Duration::from_secs(1)) });
-    let handle = idle.handle();
-    drop(idle);
+    let handle = {
+        let _inside = rt.enter();
+        lazy_deadline::IdleTimeout::new(Duration::from_secs(1)).handle()
+    };
     drop(rt);
     // No runtime at all now: touching reads the system clock and must not panic.
     handle.touch();
