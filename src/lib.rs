@@ -88,5 +88,5 @@ mod time_base;
 pub use idle_timeout::{ActivityHandle, IdleTimeout};
 pub use kind::{Iter as KindSetIter, KindSet, TimerKind};
 pub use sleep::{sleep, sleep_until, Sleep};
-pub use slot_timer::{SlotHandle, SlotTimer};
+pub use slot_timer::{SlotBatch, SlotHandle, SlotTimer};
 pub use stats::Stats;

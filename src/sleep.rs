@@ -176,6 +176,7 @@ impl Sleep {
     /// assert_eq!(start.elapsed(), Duration::from_millis(20));
     /// # }
     /// ```
+    #[inline]
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.project();
         *this.deadline = deadline;

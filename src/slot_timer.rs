@@ -131,6 +131,36 @@ impl<K: TimerKind> SlotTimer<K> {
         self.set_nanos(kind, now_nanos().saturating_add(duration_to_nanos(after)));
     }
 
+    /// Starts a batch of sets that share one clock reading, `now`: one packet, one
+    /// ACK, one read from the socket. [`SlotBatch::set_after`] is then integer
+    /// arithmetic and a store, with no clock read and no `Instant` conversion.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use lazy_deadline::{timer_kinds, SlotTimer};
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// timer_kinds! { enum Tcp { Rto, Tlp } }
+    ///
+    /// let mut timers = SlotTimer::<Tcp>::new();
+    /// let now = Instant::now(); // once per packet (or per batch of packets)
+    /// let mut batch = timers.batch_at(now);
+    /// batch.set_after(Tcp::Tlp, Duration::from_millis(20));
+    /// batch.set_after(Tcp::Rto, Duration::from_millis(200));
+    /// assert_eq!(timers.deadline(Tcp::Rto), Some(now + Duration::from_millis(200)));
+    /// # }
+    /// ```
+    pub fn batch_at(&mut self, now: Instant) -> SlotBatch<'_, K> {
+        SlotBatch {
+            now: to_nanos(now),
+            timer: self,
+        }
+    }
+
     /// Disarms `kind`; it will not be reported until set again. A store.
     pub fn cancel(&mut self, kind: K) {
         self.shared.store_owner(slot(kind), NEVER);
@@ -162,6 +192,14 @@ impl<K: TimerKind> SlotTimer<K> {
     /// How much driver work this timer has caused so far.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Bytes one `SlotTimer<K>` occupies: the struct, its boxed runtime entry and its
+    /// shared state (with one 8-byte deadline per kind), without allocator overhead.
+    pub fn memory_footprint() -> usize {
+        std::mem::size_of::<Self>()
+            + std::mem::size_of::<tokio::time::Sleep>()
+            + SlotShared::heap_size(K::COUNT)
     }
 
     /// Polls for expired kinds: `Ready` with the non-empty set of every kind whose
@@ -207,6 +245,7 @@ impl<K: TimerKind> SlotTimer<K> {
         std::future::poll_fn(move |cx| self.poll_expired(cx))
     }
 
+    #[inline]
     fn set_nanos(&mut self, kind: K, deadline: u64) {
         // NEVER means "unset"; a real deadline saturates just below it.
         let deadline = deadline.min(NEVER - 1);
@@ -232,6 +271,34 @@ impl<K: TimerKind> SlotTimer<K> {
             self.lazy.fired();
         }
         poll
+    }
+}
+
+/// Sets on a [`SlotTimer`] relative to one clock reading; see
+/// [`SlotTimer::batch_at`].
+#[derive(Debug)]
+pub struct SlotBatch<'a, K: TimerKind> {
+    timer: &'a mut SlotTimer<K>,
+    now: u64,
+}
+
+impl<K: TimerKind> SlotBatch<'_, K> {
+    /// Sets `kind` to expire `after` the batch's `now`; saturates like
+    /// [`SlotTimer::set_after`].
+    #[inline]
+    pub fn set_after(&mut self, kind: K, after: Duration) {
+        let deadline = self.now.saturating_add(duration_to_nanos(after));
+        self.timer.set_nanos(kind, deadline);
+    }
+
+    /// Sets `kind` to expire at `deadline`, as [`SlotTimer::set`].
+    pub fn set(&mut self, kind: K, deadline: Instant) {
+        self.timer.set(kind, deadline);
+    }
+
+    /// Disarms `kind`, as [`SlotTimer::cancel`].
+    pub fn cancel(&mut self, kind: K) {
+        self.timer.cancel(kind);
     }
 }
 

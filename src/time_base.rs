@@ -23,6 +23,7 @@ pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 static BASE: OnceLock<std::time::Instant> = OnceLock::new();
 
+#[inline]
 fn base() -> std::time::Instant {
     *BASE.get_or_init(|| {
         let now = std::time::Instant::now();
@@ -38,6 +39,7 @@ fn base() -> std::time::Instant {
 }
 
 /// A duration in nanoseconds, saturating at `u64::MAX` (~584 years).
+#[inline]
 pub(crate) fn duration_to_nanos(duration: Duration) -> u64 {
     duration
         .as_secs()
@@ -46,6 +48,7 @@ pub(crate) fn duration_to_nanos(duration: Duration) -> u64 {
 }
 
 /// An instant as nanoseconds since the base, saturating at both ends.
+#[inline]
 pub(crate) fn to_nanos(at: Instant) -> u64 {
     duration_to_nanos(at.into_std().saturating_duration_since(base()))
 }

@@ -42,6 +42,7 @@ impl ActivityShared {
 
     /// Records activity at `at` from a handle; an older `at` changes nothing.
     /// One RMW at most, and none when `at` is not newer.
+    #[inline]
     pub fn touch_at(&self, at: u64) {
         // Relaxed: a stale read only costs the fetch_max below, which decides.
         if at > self.handle_activity.load(Relaxed) {
@@ -52,12 +53,14 @@ impl ActivityShared {
     }
 
     /// Latest activity recorded through handles.
+    #[inline]
     pub fn handle_activity(&self) -> u64 {
         // Relaxed: coherence makes every touch that happened-before this read visible.
         self.handle_activity.load(Relaxed)
     }
 
     /// The timeout in nanoseconds.
+    #[inline]
     pub fn timeout(&self) -> u64 {
         // Relaxed: see `set_timeout` for how a shorter value reaches the owner.
         self.timeout.load(Relaxed)
@@ -74,6 +77,7 @@ impl ActivityShared {
     }
 
     /// The deadline given the owner's own last activity.
+    #[inline]
     pub fn deadline(&self, owner_activity: u64) -> u64 {
         owner_activity
             .max(self.handle_activity())

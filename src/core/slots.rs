@@ -53,7 +53,16 @@ impl SlotShared {
         })
     }
 
+    /// Heap bytes of the shared state for `count` slots: the `Arc` allocation (two
+    /// counters and the struct) plus the deadline array.
+    pub fn heap_size(count: usize) -> usize {
+        2 * std::mem::size_of::<usize>()
+            + std::mem::size_of::<Self>()
+            + count * std::mem::size_of::<AtomicU64>()
+    }
+
     /// The deadline of slot `index`, `NEVER` if unset.
+    #[inline]
     pub fn deadline(&self, index: usize) -> u64 {
         // Relaxed: a snapshot for the caller; decisions re-read under the protocol.
         self.deadlines[index].load(Ordering::Relaxed)
@@ -61,6 +70,7 @@ impl SlotShared {
 
     /// Owner-side set or cancel (`NEVER`): a plain store. The owner's next poll
     /// re-evaluates, so no wake and no fence.
+    #[inline]
     pub fn store_owner(&self, index: usize, deadline: u64) {
         // Relaxed: only the owner's own later poll (same thread) must see it; handles
         // never read slots.
@@ -68,6 +78,7 @@ impl SlotShared {
     }
 
     /// Handle-side set: store, then wake the owner if it may be armed later than this.
+    #[inline]
     pub fn set_remote(&self, index: usize, deadline: u64) {
         // Relaxed store + SeqCst fence + relaxed load: the handle half of the Dekker
         // pattern in the module docs (the fence orders the store before the load).
@@ -83,6 +94,7 @@ impl SlotShared {
 
     /// The earliest deadline the owner must be armed by: what its last collection
     /// published, lowered by handles that set something earlier since.
+    #[inline]
     pub fn armed(&self) -> u64 {
         // Relaxed: read after `register`; see `set_remote` and the module docs.
         self.armed.load(Ordering::Relaxed)
@@ -95,6 +107,7 @@ impl SlotShared {
     }
 
     /// Handle-side cancel: a store; never needs a wake.
+    #[inline]
     pub fn cancel_remote(&self, index: usize) {
         // Relaxed: a cancel only makes the owner's next collection find less; the
         // owner's CAS on the slot decides whether the old deadline was reported.
