@@ -82,6 +82,9 @@ mod kind;
 mod sleep;
 mod slot_timer;
 mod stats;
+#[cfg(lazy_deadline_loom)]
+pub mod sync;
+#[cfg(not(lazy_deadline_loom))]
 mod sync;
 mod time_base;
 

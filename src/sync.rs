@@ -2,13 +2,13 @@
 //! `--cfg lazy_deadline_loom`, so that `loom-tests/` model-checks the very code that ships.
 
 #[cfg(not(lazy_deadline_loom))]
-pub(crate) use std::sync::{
+pub use std::sync::{
     atomic::{fence, AtomicU64, Ordering},
     Arc,
 };
 
 #[cfg(lazy_deadline_loom)]
-pub(crate) use loom::sync::{
+pub use loom::sync::{
     atomic::{fence, AtomicU64, Ordering},
     Arc,
 };
@@ -18,7 +18,7 @@ use std::task::Waker;
 /// One waker slot shared between the owner (who registers) and handles (who wake).
 ///
 /// A thin wrapper so both backends expose the same by-reference API.
-pub(crate) struct AtomicWaker {
+pub struct AtomicWaker {
     #[cfg(not(lazy_deadline_loom))]
     inner: futures::task::AtomicWaker,
     #[cfg(lazy_deadline_loom)]
@@ -26,7 +26,8 @@ pub(crate) struct AtomicWaker {
 }
 
 impl AtomicWaker {
-    pub(crate) fn new() -> Self {
+    /// An empty slot.
+    pub fn new() -> Self {
         Self {
             #[cfg(not(lazy_deadline_loom))]
             inner: futures::task::AtomicWaker::new(),
@@ -39,7 +40,7 @@ impl AtomicWaker {
     /// (and before the `wake` that follows it) is visible after it: the inner type's
     /// acquire/release state machine gives that, and the wake-then-check protocols in
     /// `core` rely on it.
-    pub(crate) fn register(&self, waker: &Waker) {
+    pub fn register(&self, waker: &Waker) {
         #[cfg(not(lazy_deadline_loom))]
         self.inner.register(waker);
         #[cfg(lazy_deadline_loom)]
@@ -47,16 +48,22 @@ impl AtomicWaker {
     }
 
     /// Wakes (and removes) the registered waker, if any.
-    pub(crate) fn wake(&self) {
+    pub fn wake(&self) {
         self.inner.wake();
     }
 
     /// Drops the registered waker without waking it (the owner is going away).
-    pub(crate) fn clear(&self) {
+    pub fn clear(&self) {
         #[cfg(not(lazy_deadline_loom))]
         drop(self.inner.take());
         #[cfg(lazy_deadline_loom)]
         drop(self.inner.take_waker());
+    }
+}
+
+impl Default for AtomicWaker {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

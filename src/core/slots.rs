@@ -7,15 +7,22 @@
 //!
 //! - **Owner `set`/`cancel`**: a relaxed store. The owner re-evaluates on its next
 //!   poll (it holds `&mut`, so that poll comes after the store on the same thread).
-//! - **Handle `set`**: store the deadline, `fence(SeqCst)`, load `armed`; wake the
-//!   owner if the new deadline is earlier. **Owner collection**: scan, store `armed`,
-//!   `fence(SeqCst)`, scan again. This is Dekker's pattern: of the two fences one is
-//!   first in the single total order of SeqCst fences, so either the owner's second
-//!   scan sees the handle's deadline, or the handle's load sees the owner's `armed`
-//!   and wakes it. Without the fences both could read the old values and the earlier
-//!   deadline would fire late (the design's store-then-check trap).
-//! - **Handle `cancel`**: a relaxed store; a cancel never needs a wake (the entry fires
-//!   at the old time, finds nothing due and re-arms).
+//! - **Handle `set`**: `swap` the deadline in. If it is not earlier than the value it
+//!   replaced, stop: whoever wrote that value already made sure the owner is armed no
+//!   later than it (seen by the owner's scan, or woken by its own check below), so the
+//!   owner is armed no later than this one. Otherwise `fence(SeqCst)`, load `armed`,
+//!   and wake the owner if the new deadline is earlier. **Owner collection**: scan,
+//!   store `armed`, `fence(SeqCst)`, scan again. This is Dekker's pattern: of the two
+//!   fences one is first in the single total order of SeqCst fences, so either the
+//!   owner's second scan sees the handle's deadline, or the handle's load sees the
+//!   owner's `armed` and wakes it. Without the fences both could read the old values
+//!   and the earlier deadline would fire late (the design's store-then-check trap).
+//! - **Handle `cancel`**: a `swap` to `NEVER`; a cancel never needs a wake (the entry
+//!   fires at the old time, finds nothing due and re-arms).
+//! - Handle writes are RMWs rather than stores so they are totally ordered with the
+//!   owner's disarming CAS in every model loom explores (loom does not enforce RMW
+//!   atomicity against a concurrent plain store, tokio-rs/loom issue 254); the
+//!   `swap` also yields the previous value that lets a later re-set skip the fence.
 //! - **Reporting**: the owner disarms a due slot with a CAS from the exact value it
 //!   judged due to `NEVER`, so each set is reported at most once, and a cancel or
 //!   re-set that lands first makes the CAS fail (the slot is judged again).
@@ -77,12 +84,19 @@ impl SlotShared {
         self.deadlines[index].store(deadline, Ordering::Relaxed);
     }
 
-    /// Handle-side set: store, then wake the owner if it may be armed later than this.
+    /// Handle-side set: swap in, then wake the owner if it may be armed later than
+    /// this (see the module docs for why a re-set no earlier than the replaced value
+    /// needs no check).
     #[inline]
     pub fn set_remote(&self, index: usize, deadline: u64) {
-        // Relaxed store + SeqCst fence + relaxed load: the handle half of the Dekker
-        // pattern in the module docs (the fence orders the store before the load).
-        self.deadlines[index].store(deadline, Ordering::Relaxed);
+        // Relaxed: the swap is ordered with the owner's CAS by RMW atomicity; what the
+        // owner must see is published by the fence below or by the previous writer.
+        let previous = self.deadlines[index].swap(deadline, Ordering::Relaxed);
+        if deadline >= previous {
+            return;
+        }
+        // SeqCst fence + relaxed load: the handle half of the Dekker pattern (the
+        // fence orders the swap before the load of `armed`).
         fence(Ordering::SeqCst);
         if deadline < self.armed.load(Ordering::Relaxed) {
             // Relaxed: lowers `armed` so the owner's fast path (register, then read
@@ -90,6 +104,14 @@ impl SlotShared {
             self.armed.fetch_min(deadline, Ordering::Relaxed);
             self.waker.wake();
         }
+    }
+
+    /// Handle-side cancel: never needs a wake.
+    #[inline]
+    pub fn cancel_remote(&self, index: usize) {
+        // Relaxed: a cancel only makes the owner's next collection find less; the
+        // owner's CAS on the slot decides whether the old deadline was reported.
+        self.deadlines[index].swap(NEVER, Ordering::Relaxed);
     }
 
     /// The earliest deadline the owner must be armed by: what its last collection
@@ -104,14 +126,6 @@ impl SlotShared {
     /// wake for a store the owner misses is delivered to this waker.
     pub fn register(&self, waker: &Waker) {
         self.waker.register(waker);
-    }
-
-    /// Handle-side cancel: a store; never needs a wake.
-    #[inline]
-    pub fn cancel_remote(&self, index: usize) {
-        // Relaxed: a cancel only makes the owner's next collection find less; the
-        // owner's CAS on the slot decides whether the old deadline was reported.
-        self.deadlines[index].store(NEVER, Ordering::Relaxed);
     }
 
     /// The owner's collection at `now` (after [`register`](Self::register)): disarms

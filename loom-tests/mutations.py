@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Seeded-bug check for the loom models: applies each mutation below to the crate's
+core in turn, runs the one model meant to catch it, reports CAUGHT / NOT CAUGHT, and
+restores the source. Usage: python3 loom-tests/mutations.py [INDEX ...]"""
+import subprocess, sys, os
+os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# (name, file, old, new, test binary, test name)
+M = [
+ ("touch: fetch_max replaced by a plain store", "src/core/activity.rs",
+  "self.handle_activity.fetch_max(at, Relaxed);", "self.handle_activity.store(at, Relaxed);",
+  "activity", "concurrent_touches_never_move_backwards"),
+ ("decision: owner ignores handles' activity (skips the load)", "src/core/activity.rs",
+  "        owner_activity\n            .max(self.handle_activity())\n            .saturating_add(self.timeout())",
+  "        owner_activity.saturating_add(self.timeout())",
+  "activity", "touch_before_decision_prevents_firing"),
+ ("set_timeout: wake removed", "src/core/activity.rs",
+  "        if timeout < previous {\n            self.waker.wake();", "        if timeout < previous {\n            let _ = &self.waker;",
+  "activity", "shortening_is_seen_or_wakes"),
+ ("poll_step: register moved after the reads", "src/core/activity.rs",
+  "        self.waker.register(waker);\n        entry.step(Some(self.deadline(owner_activity)), now)",
+  "        let target = self.deadline(owner_activity);\n        self.waker.register(waker);\n        entry.step(Some(target), now)",
+  "activity", "shortening_is_seen_or_wakes"),
+ ("owner_dropped: waker not cleared", "src/core/activity.rs",
+  "    pub fn owner_dropped(&self) {\n        self.waker.clear();", "    pub fn owner_dropped(&self) {\n        let _ = &self.waker;",
+  "activity", "owner_dropped_while_handles_touch"),
+ ("set_timeout: wake removed (convergence model)", "src/core/activity.rs",
+  "        if timeout < previous {\n            self.waker.wake();", "        if timeout < previous {\n            let _ = &self.waker;",
+  "activity", "repeated_polls_converge"),
+ ("set_remote: SeqCst fence removed", "src/core/slots.rs",
+  "        fence(Ordering::SeqCst);\n        if deadline < self.armed.load(Ordering::Relaxed) {",
+  "        if deadline < self.armed.load(Ordering::Relaxed) {",
+  "slots", "handle_set_earlier_races_owner_arming"),
+ ("set_remote: any re-set of a set kind skips the check", "src/core/slots.rs",
+  "        if deadline >= previous {", "        if previous != NEVER {",
+  "slots", "handle_moves_a_kind_earlier"),
+ ("set_remote: re-set skips when not later than armed (wrong reference)", "src/core/slots.rs",
+  "        if deadline >= previous {", "        if previous != NEVER && deadline >= self.armed.load(Ordering::Relaxed) {",
+  "slots", "skipped_check_on_later_reset_is_safe"),
+ ("collect: SeqCst fence removed", "src/core/slots.rs",
+  "            self.armed.store(next, Ordering::Relaxed);\n            fence(Ordering::SeqCst);",
+  "            self.armed.store(next, Ordering::Relaxed);",
+  "slots", "handle_set_earlier_races_owner_arming"),
+ ("collect: Dekker re-check removed", "src/core/slots.rs",
+  "            if self.earliest() >= next {", "            if true {",
+  "slots", "handle_set_earlier_races_owner_arming"),
+ ("set_remote: wake removed", "src/core/slots.rs",
+  "            self.armed.fetch_min(deadline, Ordering::Relaxed);\n            self.waker.wake();",
+  "            self.armed.fetch_min(deadline, Ordering::Relaxed);",
+  "slots", "handle_set_earlier_races_owner_fast_path"),
+ ("collect: blind store instead of CAS", "src/core/slots.rs",
+  "                    match slot.compare_exchange(\n                        deadline,\n                        NEVER,\n                        Ordering::Relaxed,\n                        Ordering::Relaxed,\n                    ) {",
+  "                    match { slot.store(NEVER, Ordering::Relaxed); Ok::<u64, u64>(deadline) } {",
+  "slots", "cancel_and_reset_race_collection"),
+ ("collect: swap-out and store-back of slots (cancel lost)", "src/core/slots.rs",
+  "                let mut deadline = slot.load(Ordering::Relaxed);",
+  "                let mut deadline = slot.swap(NEVER, Ordering::Relaxed);\n                if deadline != NEVER && deadline <= now { expired |= 1 << index; deadline = NEVER; } else { slot.store(deadline, Ordering::Relaxed); }",
+  "slots", "cancel_races_collection"),
+ ("collect: swap-out and store-back of slots", "src/core/slots.rs",
+  "                let mut deadline = slot.load(Ordering::Relaxed);",
+  "                let mut deadline = slot.swap(NEVER, Ordering::Relaxed);\n                if deadline != NEVER && deadline <= now { expired |= 1 << index; deadline = NEVER; } else { slot.store(deadline, Ordering::Relaxed); }",
+  "slots", "two_handles_set_different_kinds"),
+ ("owner_dropped: waker not cleared", "src/core/slots.rs",
+  "    pub fn owner_dropped(&self) {\n        self.waker.clear();", "    pub fn owner_dropped(&self) {\n        let _ = &self.waker;",
+  "slots", "owner_dropped_while_handles_set"),
+ ("shim: register drops the waker", "src/sync.rs",
+  "        #[cfg(lazy_deadline_loom)]\n        self.inner.register_by_ref(waker);",
+  "        #[cfg(lazy_deadline_loom)]\n        let _ = waker;",
+  "slots", "register_racing_wake_is_delivered"),
+]
+only = sys.argv[1:]
+missed = 0
+env = dict(os.environ, RUSTFLAGS="--cfg lazy_deadline_loom", CARGO_TARGET_DIR="target/loom",
+           LOOM_MAX_PREEMPTIONS=os.environ.get("LOOM_MAX_PREEMPTIONS", "2"))
+for i,(name, f, old, new, binary, test) in enumerate(M):
+    if only and str(i) not in only: continue
+    src = open(f).read()
+    assert src.count(old) == 1, (name, src.count(old))
+    open(f,'w').write(src.replace(old, new))
+    try:
+        r = subprocess.run(["cargo","test","-q","-p","loom-tests","--release","--test",binary,"--",test,"--exact"], env=env, capture_output=True, text=True)
+        out = r.stdout + r.stderr
+        ok = "test result: ok. 1 passed" in out
+        failed = "1 failed" in out
+        status = "CAUGHT" if failed else ("NOT CAUGHT" if ok else "BUILD/OTHER FAIL")
+        print(f"{i:2} {status:10} {binary}::{test:45} <- {name}")
+        if status == "BUILD/OTHER FAIL": print(out[-1500:])
+        missed += status != "CAUGHT"
+    finally:
+        open(f,'w').write(src)
+sys.exit(1 if missed else 0)

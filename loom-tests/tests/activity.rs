@@ -1,0 +1,159 @@
+//! loom models of the activity timer's shared state (`IdleTimeout` + `ActivityHandle`).
+//! Run with `RUSTFLAGS="--cfg lazy_deadline_loom"`; see `loom-tests/README.md`.
+#![cfg(lazy_deadline_loom)]
+
+mod support;
+
+use lazy_deadline::core::activity::ActivityShared;
+use lazy_deadline::core::{LazyEntry, Step};
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use support::WakeFlag;
+
+/// Concurrent `touch_at` from two handles never moves last activity backwards: each
+/// toucher reads back at least its own time, and the end state is the maximum.
+#[test]
+fn concurrent_touches_never_move_backwards() {
+    loom::model(|| {
+        let shared = ActivityShared::new(0, 100);
+        let touchers: Vec<_> = [7u64, 5]
+            .into_iter()
+            .map(|at| {
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    shared.touch_at(at);
+                    assert!(shared.handle_activity() >= at, "touch {at} lost");
+                })
+            })
+            .collect();
+        for t in touchers {
+            t.join().unwrap();
+        }
+        assert_eq!(shared.handle_activity(), 7);
+    });
+}
+
+/// A touch that happened before the owner's decision (published through a flag) is
+/// seen by it: the owner never fires for a deadline the touch moved past `now`.
+#[test]
+fn touch_before_decision_prevents_firing() {
+    loom::model(|| {
+        // Created at 0 with a timeout of 10; the owner decides at now = 12.
+        let shared = ActivityShared::new(0, 10);
+        let touched = Arc::new(AtomicBool::new(false));
+        let toucher = {
+            let (shared, touched) = (shared.clone(), touched.clone());
+            thread::spawn(move || {
+                shared.touch_at(5);
+                // Release/Acquire only to create the happens-before the model needs.
+                touched.store(true, Ordering::Release);
+            })
+        };
+        let saw_touch = touched.load(Ordering::Acquire);
+        let (_flag, waker) = WakeFlag::new();
+        let mut entry = LazyEntry::new();
+        let step = shared.poll_step(&waker, 0, &mut entry, || 12);
+        if saw_touch {
+            assert_eq!(
+                step,
+                Step::Arm(15),
+                "fired despite a touch that happened before"
+            );
+        } else {
+            assert!(matches!(step, Step::Fire | Step::Arm(15)));
+        }
+        toucher.join().unwrap();
+    });
+}
+
+/// `set_timeout` shortening from a handle while the owner polls: the owner's poll sees
+/// the new timeout, or the owner is woken afterwards (no lost wake-up).
+#[test]
+fn shortening_is_seen_or_wakes() {
+    loom::model(|| {
+        let shared = ActivityShared::new(0, 1_000);
+        let (flag, waker) = WakeFlag::new();
+        let handle = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.set_timeout(10))
+        };
+        let mut entry = LazyEntry::new();
+        let step = shared.poll_step(&waker, 0, &mut entry, || 0);
+        handle.join().unwrap();
+        let saw_short = step == Step::Arm(10);
+        assert!(
+            saw_short || flag.woken(),
+            "armed at {step:?}, never woken: the shorter timeout is lost"
+        );
+    });
+}
+
+/// A handle touching and lengthening the timeout while the owner drops the timer: no
+/// panic, no leak (loom checks its `Arc`s), and the owner's registered waker is
+/// released by the drop, not kept alive by the handle.
+#[test]
+fn owner_dropped_while_handles_touch() {
+    loom::model(|| {
+        let shared = ActivityShared::new(0, 100);
+        let (flag, waker) = WakeFlag::new();
+        let mut entry = LazyEntry::new();
+        shared.poll_step(&waker, 0, &mut entry, || 0);
+        let handle = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.touch_at(50);
+                shared.set_timeout(500); // longer: no wake
+                shared
+            })
+        };
+        shared.owner_dropped();
+        drop(shared);
+        let last = handle.join().unwrap();
+        assert_eq!(
+            std::sync::Arc::strong_count(&flag),
+            2,
+            "the handle keeps the owner's waker"
+        );
+        assert!(!flag.woken());
+        drop(last);
+    });
+}
+
+/// The owner polls again after a wake, as a task does, while a handle touches and
+/// then shortens: if it was not woken, its first poll already saw the shortening;
+/// if it was, the next poll arms at the final deadline (or keeps an earlier entry).
+#[test]
+fn repeated_polls_converge() {
+    loom::model(|| {
+        let shared = ActivityShared::new(0, 100);
+        let (flag, waker) = WakeFlag::new();
+        let mut entry = LazyEntry::new();
+        assert_eq!(
+            shared.poll_step(&waker, 0, &mut entry, || 0),
+            Step::Arm(100)
+        );
+        let handle = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.touch_at(30);
+                shared.set_timeout(20);
+            })
+        };
+        let first = shared.poll_step(&waker, 0, &mut entry, || 10);
+        handle.join().unwrap();
+        if !flag.woken() {
+            assert!(
+                matches!(first, Step::Arm(50) | Step::Arm(20)),
+                "lost: {first:?}"
+            );
+        } else {
+            let second = shared.poll_step(&waker, 0, &mut entry, || 10);
+            match second {
+                Step::Arm(50) => {}
+                Step::Wait => assert!(matches!(first, Step::Arm(50) | Step::Arm(20))),
+                other => panic!("after the wake the owner decided {other:?}"),
+            }
+        }
+    });
+}
