@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example compare            # full run, well under a minute
 //! cargo run --release --example compare -- --quick # CI smoke run, a few seconds
+//! cargo run --release --example compare -- --multi-thread # hot paths on a 2-worker runtime
 //! ```
 //!
 //! Each row times a plain loop of the real operation for ours and for the peer,
@@ -126,17 +127,30 @@ fn main() {
         rows: Vec::new(),
     };
     let started = std::time::Instant::now();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let multi = std::env::args().any(|a| a == "--multi-thread");
+    let rt = if multi {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+    }
+    .unwrap();
     rt.block_on(async { hot_paths(&mut bench) });
     bench.print();
     println!();
     driver_work();
     memory();
     println!(
-        "\n{} runs per row, median; total {:.1} s{}",
+        "\n{} runtime; {} runs per row, median; total {:.1} s{}",
+        if multi {
+            "multi-thread (2 workers)"
+        } else {
+            "current-thread"
+        },
         bench.runs,
         started.elapsed().as_secs_f64(),
         if quick { " (quick mode)" } else { "" }

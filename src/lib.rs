@@ -69,6 +69,33 @@
 //! assert!(idle.is_elapsed());
 //! # }
 //! ```
+//!
+//! [`SlotTimer`] carrying a TCP connection's timers on one runtime entry:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use lazy_deadline::{timer_kinds, SlotTimer};
+//! use std::time::Duration;
+//! use tokio::time::Instant;
+//!
+//! timer_kinds! {
+//!     /// The timers of one connection.
+//!     pub enum Tcp { Rto, Tlp, Probe0, DelAck, Keepalive }
+//! }
+//!
+//! let mut timers = SlotTimer::<Tcp>::new();
+//! let start = Instant::now();
+//! for _segment in 0..100 {
+//!     // One clock reading per segment; both sets are stores.
+//!     let mut batch = timers.batch_at(Instant::now());
+//!     batch.set_after(Tcp::Tlp, Duration::from_millis(20));
+//!     batch.set_after(Tcp::Rto, Duration::from_millis(200));
+//! }
+//! assert_eq!(timers.expired().await.iter().collect::<Vec<_>>(), [Tcp::Tlp]);
+//! assert_eq!(start.elapsed(), Duration::from_millis(20));
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -93,3 +120,8 @@ pub use kind::{Iter as KindSetIter, KindSet, TimerKind};
 pub use sleep::{sleep, sleep_until, Sleep};
 pub use slot_timer::{SlotBatch, SlotHandle, SlotTimer};
 pub use stats::Stats;
+
+/// The README's Rust example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
