@@ -81,8 +81,6 @@ use tokio::time::Instant;
 pub struct SlotTimer<K: TimerKind> {
     shared: Arc<SlotShared>,
     lazy: LazyEntry<u64>,
-    /// An owner `set` moved something earlier than the entry: re-evaluate next poll.
-    dirty: bool,
     stats: Stats,
     /// Boxed so the timer is `Unpin`; polled only while `lazy` says it is armed.
     entry: Pin<Box<tokio::time::Sleep>>,
@@ -108,7 +106,6 @@ impl<K: TimerKind> SlotTimer<K> {
         Self {
             shared: SlotShared::new(K::COUNT),
             lazy: LazyEntry::new(),
-            dirty: false,
             stats: Stats::default(),
             entry: Box::pin(tokio::time::sleep_until(Instant::now())),
             _kind: PhantomData,
@@ -209,18 +206,19 @@ impl<K: TimerKind> SlotTimer<K> {
         // Before reading `armed` or any slot: see the core's protocol.
         self.shared.register(cx.waker());
         // Fast path: nothing moved earlier than what is armed (or, with nothing
-        // armed, nothing was set at all), so only the entry can have news.
-        let unchanged = !self.dirty && self.shared.armed() >= self.horizon();
+        // armed, nothing was set at all), so only the entry can have news. Owner
+        // sets and handle sets that move earlier both lower `armed`.
+        let unchanged = self.shared.armed() >= self.horizon();
         if unchanged && (!self.lazy.is_armed() || self.poll_entry(cx).is_pending()) {
             return Poll::Pending;
         }
         loop {
-            self.dirty = false;
             let now = now_nanos();
             let collected = self.shared.collect(now);
             if collected.expired != 0 {
-                // The remaining kinds are armed on the next poll.
-                self.dirty = true;
+                // The remaining kinds are armed on the next poll: `armed` now holds
+                // the earliest, and the fast path lets it through only if the entry
+                // fires no later than that.
                 return Poll::Ready(KindSet::from_bits(collected.expired));
             }
             let target = (collected.next != NEVER).then_some(collected.next);
@@ -251,7 +249,8 @@ impl<K: TimerKind> SlotTimer<K> {
         let deadline = deadline.min(NEVER - 1);
         self.shared.store_owner(slot(kind), deadline);
         if deadline < self.horizon() {
-            self.dirty = true;
+            // Earlier than the entry: make the next poll take the slow path.
+            self.shared.lower_armed(deadline);
         }
     }
 

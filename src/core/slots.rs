@@ -5,8 +5,9 @@
 //!
 //! # Protocol
 //!
-//! - **Owner `set`/`cancel`**: a relaxed store. The owner re-evaluates on its next
-//!   poll (it holds `&mut`, so that poll comes after the store on the same thread).
+//! - **Owner `set`/`cancel`**: a relaxed store. A set earlier than the entry also
+//!   stores the deadline into `armed` (lowering it), which sends the owner's next
+//!   poll down the slow path; it holds `&mut`, so that poll follows on this thread.
 //! - **Handle `set`**: `swap` the deadline in. If it is not earlier than the value it
 //!   replaced, stop: whoever wrote that value already made sure the owner is armed no
 //!   later than it (seen by the owner's scan, or woken by its own check below), so the
@@ -82,6 +83,16 @@ impl SlotShared {
         // Relaxed: only the owner's own later poll (same thread) must see it; handles
         // never read slots.
         self.deadlines[index].store(deadline, Ordering::Relaxed);
+    }
+
+    /// Owner-side: something was set earlier than the entry; lower the published
+    /// `armed` so the owner's next poll takes the slow path.
+    #[inline]
+    pub fn lower_armed(&self, deadline: u64) {
+        // Relaxed store, not fetch_min: any value below the owner's horizon sends its
+        // next poll down the slow path, which rescans every slot, so overwriting a
+        // handle's (lower) value loses nothing. Read by this same thread.
+        self.armed.store(deadline, Ordering::Relaxed);
     }
 
     /// Handle-side set: swap in, then wake the owner if it may be armed later than

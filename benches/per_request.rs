@@ -1,0 +1,69 @@
+//! Group 4: a per-request deadline. A fresh `tokio::time::timeout` (create, poll,
+//! drop), pingora-timeout's `fast_timeout` and `tokio_timeout`, a fresh lazy `sleep`,
+//! and one lazy `Sleep` reused across requests with `reset`.
+
+mod common;
+
+use common::*;
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::future::pending;
+use std::hint::black_box;
+use std::pin::pin;
+use std::time::Duration;
+use tokio::time::Instant;
+
+const DEADLINE: Duration = Duration::from_secs(5);
+
+fn per_request(c: &mut Criterion) {
+    let rt = current_thread();
+    let _inside = rt.enter();
+    let mut group = c.benchmark_group("per_request");
+    group.bench_function("tokio_timeout_new_poll_drop", |b| {
+        b.iter(|| {
+            let fut = tokio::time::timeout(black_box(DEADLINE), pending::<()>());
+            let _ = poll_once(pin!(fut));
+        })
+    });
+    group.bench_function("pingora_fast_timeout_new_poll_drop", |b| {
+        b.iter(|| {
+            let fut =
+                pingora_timeout::fast_timeout::fast_timeout(black_box(DEADLINE), pending::<()>());
+            let _ = poll_once(pin!(fut));
+        })
+    });
+    group.bench_function("pingora_tokio_timeout_new_poll_drop", |b| {
+        b.iter(|| {
+            let fut = pingora_timeout::tokio_timeout(black_box(DEADLINE), pending::<()>());
+            let _ = poll_once(pin!(fut));
+        })
+    });
+    group.bench_function("lazy_sleep_new_poll_drop", |b| {
+        b.iter(|| {
+            let fut = lazy_deadline::sleep(black_box(DEADLINE));
+            let _ = poll_once(pin!(fut));
+        })
+    });
+    let base = Instant::now();
+    let mut reused = registered_lazy_sleep(base + DEADLINE);
+    let mut now = base;
+    group.bench_function("lazy_sleep_reused_reset_poll", |b| {
+        b.iter(|| {
+            now += PACKET;
+            reused.as_mut().reset(black_box(now) + DEADLINE);
+            let _ = poll_once(reused.as_mut());
+        })
+    });
+    let mut reused = registered_sleep(base + DEADLINE);
+    let mut now = base;
+    group.bench_function("tokio_sleep_reused_reset_poll", |b| {
+        b.iter(|| {
+            now += PACKET;
+            reused.as_mut().reset(black_box(now) + DEADLINE);
+            let _ = poll_once(reused.as_mut());
+        })
+    });
+    group.finish();
+}
+
+criterion_group! { name = benches; config = config(); targets = per_request }
+criterion_main!(benches);
