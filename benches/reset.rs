@@ -15,7 +15,8 @@ fn pair(c: &mut Criterion, name: &str, mut next: impl FnMut(Instant, u64) -> Ins
     let _inside = rt.enter();
     let base = Instant::now();
     let mut group = c.benchmark_group(format!("reset/{name}"));
-    let mut theirs = registered_sleep(base + Duration::from_secs(3600));
+    let start = base + Duration::from_secs(30 * 86_400);
+    let mut theirs = registered_sleep(start);
     let mut i = 0u64;
     group.bench_function("tokio", |b| {
         b.iter(|| {
@@ -23,7 +24,7 @@ fn pair(c: &mut Criterion, name: &str, mut next: impl FnMut(Instant, u64) -> Ins
             theirs.as_mut().reset(black_box(next(base, i)));
         })
     });
-    let mut ours = registered_lazy_sleep(base + Duration::from_secs(3600));
+    let mut ours = registered_lazy_sleep(start);
     let mut i = 0u64;
     group.bench_function("lazy", |b| {
         b.iter(|| {
@@ -39,14 +40,16 @@ fn resets(c: &mut Criterion) {
     pair(c, "later", |base, i| {
         base + Duration::from_secs(1) + Duration::from_nanos(100 * i)
     });
-    // Earlier within the same millisecond tick: 1 ns earlier each time, wrapping back
-    // up once per 500,000 (a later reset, 0.0002% of the calls).
+    // Earlier within the same millisecond tick: 1 ns earlier each time. Strictly
+    // decreasing for the whole run (no wrap-around: after one, every deadline would
+    // be later than the lowest one armed, and the lazy timer would rightly store).
     pair(c, "earlier_same_ms", |base, i| {
-        base + Duration::from_secs(3600) - Duration::from_nanos(i % 500_000)
+        base + Duration::from_secs(3600) - Duration::from_nanos(i)
     });
-    // Earlier across ticks: 1 ms earlier each time, wrapping once per hour of deadlines.
+    // Earlier across ticks: 1 ms earlier each time, from 30 days out (a run makes
+    // well under 10^9 calls, so it stays in the future).
     pair(c, "earlier_across_ms", |base, i| {
-        base + Duration::from_secs(3600) - Duration::from_millis(i % 3_590_000)
+        base + Duration::from_secs(30 * 86_400) - Duration::from_millis(i)
     });
     // Alternating 20 ms / 200 ms ahead of a packet clock advancing 1 µs per call.
     pair(c, "alternating_20ms_200ms", |base, i| {
