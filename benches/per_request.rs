@@ -65,5 +65,29 @@ fn per_request(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group! { name = benches; config = config(); targets = per_request }
+/// What a `select!` loop pays per iteration for a timer that is not due: one poll
+/// returning `Pending` (same waker each time).
+fn poll_pending(c: &mut Criterion) {
+    let rt = current_thread();
+    let _inside = rt.enter();
+    let base = Instant::now();
+    let mut group = c.benchmark_group("poll_pending");
+    let mut tokio_sleep = registered_sleep(base + DEADLINE);
+    group.bench_function("tokio_sleep", |b| {
+        b.iter(|| poll_once(tokio_sleep.as_mut()))
+    });
+    let mut lazy_sleep = registered_lazy_sleep(base + DEADLINE);
+    group.bench_function("lazy_sleep", |b| b.iter(|| poll_once(lazy_sleep.as_mut())));
+    let mut idle = lazy_deadline::IdleTimeout::new(DEADLINE);
+    group.bench_function("idle_timeout", |b| {
+        b.iter(|| poll_once(std::pin::Pin::new(&mut idle)))
+    });
+    let mut timers = registered_slot_timer(base);
+    group.bench_function("slot_timer", |b| {
+        b.iter(|| poll_once(pin!(timers.expired())))
+    });
+    group.finish();
+}
+
+criterion_group! { name = benches; config = config(); targets = per_request, poll_pending }
 criterion_main!(benches);
