@@ -266,62 +266,6 @@ fn types_have_the_promised_traits() {
     send::<SlotTimer<Tcp>>();
 }
 
-/// A model of "one `tokio::time::Sleep` per kind", driven in lockstep with a
-/// `SlotTimer` by a seeded script: sets, cancels, advances. Ours reports a kind only
-/// after its deadline, and by the time the model's Sleep for a kind fired, ours has
-/// reported it.
-#[tokio::test(start_paused = true)]
-async fn differential_against_one_tokio_sleep_per_kind() {
-    for seed in 1..=200u64 {
-        let mut rng = common::Rng::new(seed);
-        let mut timer = SlotTimer::<Tcp>::new();
-        let handle = timer.handle();
-        let mut model: Vec<Option<std::pin::Pin<Box<time::Sleep>>>> =
-            (0..Tcp::COUNT).map(|_| None).collect();
-        for _ in 0..60 {
-            let kind = Tcp::from_index(rng.below(Tcp::COUNT as u64) as usize);
-            match rng.below(6) {
-                0 | 1 => {
-                    let at = Instant::now() + Duration::from_micros(rng.below(60_000));
-                    if rng.below(2) == 0 {
-                        timer.set(kind, at);
-                    } else {
-                        handle.set(kind, at);
-                    }
-                    model[kind.index()] = Some(Box::pin(time::sleep_until(at)));
-                }
-                2 => {
-                    timer.cancel(kind);
-                    model[kind.index()] = None;
-                }
-                _ => time::advance(Duration::from_micros(rng.below(15_000))).await,
-            }
-            let reported = match poll_timer(&mut timer) {
-                Poll::Ready(set) => set,
-                Poll::Pending => KindSet::new(),
-            };
-            for (index, slot) in model.iter_mut().enumerate() {
-                let kind = Tcp::from_index(index);
-                let model_fired = match slot {
-                    Some(sleep) => poll_once(sleep.as_mut()).is_ready(),
-                    None => false,
-                };
-                if reported.contains(kind) {
-                    let sleep = slot
-                        .take()
-                        .expect("reported a kind that was not set (seed {seed})");
-                    assert!(
-                        Instant::now() >= sleep.deadline(),
-                        "{kind:?} early, seed {seed}"
-                    );
-                } else {
-                    assert!(!model_fired, "{kind:?} late vs tokio, seed {seed}");
-                }
-            }
-        }
-    }
-}
-
 /// Real time on purpose: a handle on another thread sets deadlines (earlier and later
 /// than what is armed); every set that is not overwritten is reported exactly once,
 /// never early.
