@@ -3,7 +3,7 @@
 use crate::core::activity::ActivityShared;
 use crate::core::{LazyEntry, Step};
 use crate::stats::Stats;
-use crate::sync::Arc;
+use crate::sync::{Arc, WakerMemo};
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
 use std::cell::Cell;
 use std::fmt;
@@ -77,6 +77,8 @@ pub struct IdleTimeout {
     /// store keep it monotonic without an atomic.
     owner_activity: Cell<Instant>,
     lazy: LazyEntry<u64>,
+    /// Which waker the shared slot holds, so unchanged polls skip re-registering.
+    memo: WakerMemo,
     stats: Stats,
     /// Boxed so the timer is `Unpin`; armed lazily by `poll`.
     entry: Pin<Box<tokio::time::Sleep>>,
@@ -114,6 +116,7 @@ impl IdleTimeout {
             shared: ActivityShared::new(to_nanos(now), duration_to_nanos(timeout)),
             owner_activity: Cell::new(now),
             lazy: LazyEntry::new(),
+            memo: WakerMemo::default(),
             stats: Stats::default(),
             entry,
         }
@@ -215,10 +218,13 @@ impl Future for IdleTimeout {
         let this = self.get_mut();
         let owner = to_nanos(this.owner_activity.get());
         loop {
-            match this
-                .shared
-                .poll_step(cx.waker(), owner, &mut this.lazy, now_nanos)
-            {
+            match this.shared.poll_step(
+                cx.waker(),
+                &mut this.memo,
+                owner,
+                &mut this.lazy,
+                now_nanos,
+            ) {
                 Step::Fire => return Poll::Ready(()),
                 Step::Arm(at) => {
                     this.entry.as_mut().reset(from_nanos(at));

@@ -4,7 +4,7 @@ use crate::core::slots::SlotShared;
 use crate::core::{EntryState, LazyEntry, Step, NEVER};
 use crate::kind::{KindSet, TimerKind};
 use crate::stats::Stats;
-use crate::sync::Arc;
+use crate::sync::{Arc, WakerMemo};
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
 use futures::Stream;
 use std::fmt;
@@ -81,6 +81,8 @@ use tokio::time::Instant;
 pub struct SlotTimer<K: TimerKind> {
     shared: Arc<SlotShared>,
     lazy: LazyEntry<u64>,
+    /// Which waker the shared slot holds, so unchanged polls skip re-registering.
+    memo: WakerMemo,
     stats: Stats,
     /// Boxed so the timer is `Unpin`; polled only while `lazy` says it is armed.
     entry: Pin<Box<tokio::time::Sleep>>,
@@ -106,6 +108,7 @@ impl<K: TimerKind> SlotTimer<K> {
         Self {
             shared: SlotShared::new(K::COUNT),
             lazy: LazyEntry::new(),
+            memo: WakerMemo::default(),
             stats: Stats::default(),
             entry: Box::pin(tokio::time::sleep_until(Instant::now())),
             _kind: PhantomData,
@@ -204,7 +207,7 @@ impl<K: TimerKind> SlotTimer<K> {
     /// for the earliest remaining deadline and for handles that set an earlier one.
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<KindSet<K>> {
         // Before reading `armed` or any slot: see the core's protocol.
-        self.shared.register(cx.waker());
+        self.shared.register(cx.waker(), &mut self.memo);
         // Fast path: nothing moved earlier than what is armed (or, with nothing
         // armed, nothing was set at all), so only the entry can have news. Owner
         // sets and handle sets that move earlier both lower `armed`.

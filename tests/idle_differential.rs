@@ -16,10 +16,18 @@ use tokio::time::{self, Instant};
 
 #[derive(Clone, Debug)]
 enum Op {
-    Touch { handle: bool },
+    Touch {
+        handle: bool,
+    },
     /// Activity at now + offset µs (negative: older, must be ignored).
-    TouchAt { handle: bool, offset_us: i64 },
-    SetTimeout { handle: bool, timeout: Timeout },
+    TouchAt {
+        handle: bool,
+        offset_us: i64,
+    },
+    SetTimeout {
+        handle: bool,
+        timeout: Timeout,
+    },
     Advance(u64),
     Poll,
 }
@@ -75,20 +83,39 @@ fn run(initial: Timeout, ops: Vec<Op>) -> Result<(), TestCaseError> {
             let now = Instant::now();
             match op {
                 Op::Touch { handle: h } => {
-                    if h { handle.touch() } else { ours.touch() }
+                    if h {
+                        handle.touch()
+                    } else {
+                        ours.touch()
+                    }
                     last = last.max(now);
                 }
-                Op::TouchAt { handle: h, offset_us } => {
+                Op::TouchAt {
+                    handle: h,
+                    offset_us,
+                } => {
                     let at = if offset_us >= 0 {
                         now + Duration::from_micros(offset_us as u64)
                     } else {
-                        now.checked_sub(Duration::from_micros(offset_us.unsigned_abs())).unwrap_or(now)
+                        now.checked_sub(Duration::from_micros(offset_us.unsigned_abs()))
+                            .unwrap_or(now)
                     };
-                    if h { handle.touch_at(at) } else { ours.touch_at(at) }
+                    if h {
+                        handle.touch_at(at)
+                    } else {
+                        ours.touch_at(at)
+                    }
                     last = last.max(at);
                 }
-                Op::SetTimeout { handle: h, timeout: t } => {
-                    if h { handle.set_timeout(t.duration()) } else { ours.set_timeout(t.duration()) }
+                Op::SetTimeout {
+                    handle: h,
+                    timeout: t,
+                } => {
+                    if h {
+                        handle.set_timeout(t.duration())
+                    } else {
+                        ours.set_timeout(t.duration())
+                    }
                     timeout = t.duration();
                 }
                 Op::Advance(us) => time::advance(Duration::from_micros(us)).await,
@@ -102,7 +129,11 @@ fn run(initial: Timeout, ops: Vec<Op>) -> Result<(), TestCaseError> {
             let model_ready = poll_once(model.as_mut()).is_ready();
             let ready = poll_once(Pin::new(&mut ours)).is_ready();
             if ready {
-                prop_assert!(Instant::now() >= deadline, "ours resolved before {:?}", deadline - Instant::now());
+                prop_assert!(
+                    Instant::now() >= deadline,
+                    "ours resolved before {:?}",
+                    deadline - Instant::now()
+                );
             }
             prop_assert!(!model_ready || ready, "the model fired and ours did not");
         }

@@ -31,8 +31,15 @@ enum Via {
 #[derive(Clone, Debug)]
 enum Op {
     /// Set `kind` to now + offset µs (negative: already past), or to "never".
-    Set { kind: usize, offset_us: Option<i64>, via: Via },
-    Cancel { kind: usize, handle: bool },
+    Set {
+        kind: usize,
+        offset_us: Option<i64>,
+        via: Via,
+    },
+    Cancel {
+        kind: usize,
+        handle: bool,
+    },
     Advance(u64),
     Poll,
 }
@@ -61,11 +68,16 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     paused_runtime().block_on(async move {
         let mut ours = SlotTimer::<Kind>::new();
         let handle = ours.handle();
-        let mut model: Vec<Option<Pin<Box<time::Sleep>>>> = (0..Kind::COUNT).map(|_| None).collect();
+        let mut model: Vec<Option<Pin<Box<time::Sleep>>>> =
+            (0..Kind::COUNT).map(|_| None).collect();
         for op in ops.into_iter().chain([Op::Poll]) {
             let now = Instant::now();
             match op {
-                Op::Set { kind: index, offset_us, via } => {
+                Op::Set {
+                    kind: index,
+                    offset_us,
+                    via,
+                } => {
                     let kind = Kind::from_index(index);
                     let after = match offset_us {
                         Some(us) if us >= 0 => Duration::from_micros(us as u64),
@@ -84,16 +96,24 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         Via::HandleAfter => handle.set_after(kind, after),
                     }
                     // Relative sets of a past offset are "due now" in both.
-                    let model_at = if matches!(via, Via::OwnerAfter | Via::OwnerBatch | Via::HandleAfter) {
-                        now + after.min(Duration::from_secs(86_400 * 365 * 30))
-                    } else {
-                        at
-                    };
+                    let model_at =
+                        if matches!(via, Via::OwnerAfter | Via::OwnerBatch | Via::HandleAfter) {
+                            now + after.min(Duration::from_secs(86_400 * 365 * 30))
+                        } else {
+                            at
+                        };
                     model[index] = Some(Box::pin(time::sleep_until(model_at)));
                 }
-                Op::Cancel { kind: index, handle: h } => {
+                Op::Cancel {
+                    kind: index,
+                    handle: h,
+                } => {
                     let kind = Kind::from_index(index);
-                    if h { handle.cancel(kind) } else { ours.cancel(kind) }
+                    if h {
+                        handle.cancel(kind)
+                    } else {
+                        ours.cancel(kind)
+                    }
                     model[index] = None;
                 }
                 Op::Advance(us) => time::advance(Duration::from_micros(us)).await,
@@ -110,11 +130,19 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let kind = Kind::from_index(index);
                 if reported.contains(kind) {
                     let sleep = slot.take();
-                    prop_assert!(sleep.is_some(), "{:?} reported while unset (twice, or after a cancel)", kind);
+                    prop_assert!(
+                        sleep.is_some(),
+                        "{:?} reported while unset (twice, or after a cancel)",
+                        kind
+                    );
                     let deadline = sleep.unwrap().deadline();
                     prop_assert!(Instant::now() >= deadline, "{:?} reported early", kind);
                 } else if let Some(sleep) = slot {
-                    prop_assert!(poll_once(sleep.as_mut()).is_pending(), "{:?}: the model fired, ours did not report", kind);
+                    prop_assert!(
+                        poll_once(sleep.as_mut()).is_pending(),
+                        "{:?}: the model fired, ours did not report",
+                        kind
+                    );
                 }
             }
         }

@@ -6,6 +6,7 @@ mod support;
 
 use lazy_deadline::core::activity::ActivityShared;
 use lazy_deadline::core::{LazyEntry, Step};
+use lazy_deadline::sync::WakerMemo;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -53,7 +54,8 @@ fn touch_before_decision_prevents_firing() {
         let saw_touch = touched.load(Ordering::Acquire);
         let (_flag, waker) = WakeFlag::new();
         let mut entry = LazyEntry::new();
-        let step = shared.poll_step(&waker, 0, &mut entry, || 12);
+        let mut memo = WakerMemo::default();
+        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 12);
         if saw_touch {
             assert_eq!(
                 step,
@@ -79,13 +81,51 @@ fn shortening_is_seen_or_wakes() {
             thread::spawn(move || shared.set_timeout(10))
         };
         let mut entry = LazyEntry::new();
-        let step = shared.poll_step(&waker, 0, &mut entry, || 0);
+        let mut memo = WakerMemo::default();
+        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0);
         handle.join().unwrap();
         let saw_short = step == Step::Arm(10);
         assert!(
             saw_short || flag.woken(),
             "armed at {step:?}, never woken: the shorter timeout is lost"
         );
+    });
+}
+
+/// The owner's registration skip (same waker, slot still full) against a handle that
+/// shortens twice: each shortening wakes, so a wake that emptied the slot between the
+/// owner's polls makes it register again and the second wake is not lost. The owner
+/// polls again after every wake, as a task does.
+#[test]
+fn registration_skip_never_loses_a_wake() {
+    loom::model(|| {
+        let shared = ActivityShared::new(0, 1_000);
+        let (flag, waker) = WakeFlag::new();
+        let mut entry = LazyEntry::new();
+        let mut memo = WakerMemo::default();
+        assert_eq!(
+            shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0),
+            Step::Arm(1_000)
+        );
+        let handle = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.set_timeout(500);
+                shared.set_timeout(20);
+            })
+        };
+        let wakes_before = flag.count();
+        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0);
+        handle.join().unwrap();
+        if step != Step::Arm(20) {
+            // This poll missed the final timeout: a wake must have come after it began.
+            assert!(
+                flag.count() > wakes_before,
+                "missed 20 and never woken again ({step:?})"
+            );
+            let again = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0);
+            assert_eq!(again, Step::Arm(20));
+        }
     });
 }
 
@@ -98,7 +138,8 @@ fn owner_dropped_while_handles_touch() {
         let shared = ActivityShared::new(0, 100);
         let (flag, waker) = WakeFlag::new();
         let mut entry = LazyEntry::new();
-        shared.poll_step(&waker, 0, &mut entry, || 0);
+        let mut memo = WakerMemo::default();
+        shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0);
         let handle = {
             let shared = shared.clone();
             thread::spawn(move || {
@@ -129,8 +170,9 @@ fn repeated_polls_converge() {
         let shared = ActivityShared::new(0, 100);
         let (flag, waker) = WakeFlag::new();
         let mut entry = LazyEntry::new();
+        let mut memo = WakerMemo::default();
         assert_eq!(
-            shared.poll_step(&waker, 0, &mut entry, || 0),
+            shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0),
             Step::Arm(100)
         );
         let handle = {
@@ -140,7 +182,7 @@ fn repeated_polls_converge() {
                 shared.set_timeout(20);
             })
         };
-        let first = shared.poll_step(&waker, 0, &mut entry, || 10);
+        let first = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 10);
         handle.join().unwrap();
         if !flag.woken() {
             assert!(
@@ -148,7 +190,7 @@ fn repeated_polls_converge() {
                 "lost: {first:?}"
             );
         } else {
-            let second = shared.poll_step(&waker, 0, &mut entry, || 10);
+            let second = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 10);
             match second {
                 Step::Arm(50) => {}
                 Step::Wait => assert!(matches!(first, Step::Arm(50) | Step::Arm(20))),

@@ -5,18 +5,19 @@
 //! here with one `fetch_max`. The timer's deadline is
 //! `max(owner's, handles') + timeout`, saturating.
 //!
-//! Orderings: everything is `Relaxed` except what `AtomicWaker` does internally.
+//! Orderings: everything is `Relaxed`; the waker slot's mutex does the ordering.
 //! - Touches only move the deadline *later*, so they never need to wake anyone; the
 //!   owner finds them when its entry fires. A touch that happened-before the owner's
 //!   read is seen by it through read-write coherence, which `Relaxed` already gives.
 //! - A shorter timeout must reach the owner. The writer stores it, then wakes; the
-//!   owner registers its waker, then reads. `AtomicWaker`'s acquire/release state
-//!   word orders the two: either the owner's register comes after the wake (and its
-//!   read sees the store), or the wake comes after the register (and wakes the owner,
-//!   whose next poll reads again).
+//!   owner registers its waker, then reads. The slot's mutex orders the two: either
+//!   the owner's register comes after the wake (and its read sees the store), or the
+//!   wake comes after the register (and wakes the owner, whose next poll reads
+//!   again). When the owner skips re-registering (same waker, slot still full), a
+//!   wake that emptied the slot meanwhile was for this very task (`WakerSlot`).
 
 use super::{LazyEntry, Step};
-use crate::sync::{Arc, AtomicU64, AtomicWaker, Ordering::Relaxed};
+use crate::sync::{Arc, AtomicU64, Ordering::Relaxed, WakerMemo, WakerSlot};
 use std::task::Waker;
 
 /// State shared by an `IdleTimeout` and its handles.
@@ -27,7 +28,7 @@ pub struct ActivityShared {
     /// Timeout in nanoseconds (saturated).
     timeout: AtomicU64,
     /// The owner's waker, for shortened timeouts.
-    waker: AtomicWaker,
+    waker: WakerSlot,
 }
 
 impl ActivityShared {
@@ -36,7 +37,7 @@ impl ActivityShared {
         Arc::new(Self {
             handle_activity: AtomicU64::new(activity),
             timeout: AtomicU64::new(timeout),
-            waker: AtomicWaker::new(),
+            waker: WakerSlot::new(),
         })
     }
 
@@ -68,8 +69,8 @@ impl ActivityShared {
 
     /// Sets the timeout; a shorter one wakes the owner so it takes effect at once.
     pub fn set_timeout(&self, timeout: u64) {
-        // Relaxed: the wake below (AtomicWaker's AcqRel RMW) publishes this store to
-        // the owner's next register-then-read; see the module docs.
+        // Relaxed: the wake below (the slot's mutex) publishes this store to the
+        // owner's next register-then-read; see the module docs.
         let previous = self.timeout.swap(timeout, Relaxed);
         if timeout < previous {
             self.waker.wake();
@@ -89,11 +90,12 @@ impl ActivityShared {
     pub fn poll_step(
         &self,
         waker: &Waker,
+        memo: &mut WakerMemo,
         owner_activity: u64,
         entry: &mut LazyEntry<u64>,
         now: impl FnOnce() -> u64,
     ) -> Step<u64> {
-        self.waker.register(waker);
+        self.waker.register(waker, memo);
         entry.step(Some(self.deadline(owner_activity)), now)
     }
 
@@ -128,15 +130,15 @@ mod tests {
     fn decision_follows_activity() {
         let s = ActivityShared::new(0, 10);
         let mut e = LazyEntry::new();
-        let w = Waker::noop();
-        assert_eq!(s.poll_step(w, 0, &mut e, || 0), Step::Arm(10));
+        let (w, m) = (Waker::noop(), &mut WakerMemo::default());
+        assert_eq!(s.poll_step(w, m, 0, &mut e, || 0), Step::Arm(10));
         s.touch_at(8);
-        assert_eq!(s.poll_step(w, 0, &mut e, || 8), Step::Wait);
+        assert_eq!(s.poll_step(w, m, 0, &mut e, || 8), Step::Wait);
         e.fired();
-        assert_eq!(s.poll_step(w, 0, &mut e, || 10), Step::Arm(18));
+        assert_eq!(s.poll_step(w, m, 0, &mut e, || 10), Step::Arm(18));
         e.fired();
-        assert_eq!(s.poll_step(w, 0, &mut e, || 18), Step::Fire);
+        assert_eq!(s.poll_step(w, m, 0, &mut e, || 18), Step::Fire);
         s.set_timeout(2);
-        assert_eq!(s.poll_step(w, 0, &mut e, || 18), Step::Fire);
+        assert_eq!(s.poll_step(w, m, 0, &mut e, || 18), Step::Fire);
     }
 }

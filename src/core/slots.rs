@@ -29,7 +29,7 @@
 //!   re-set that lands first makes the CAS fail (the slot is judged again).
 
 use super::NEVER;
-use crate::sync::{fence, Arc, AtomicU64, AtomicWaker, Ordering};
+use crate::sync::{fence, Arc, AtomicU64, Ordering, WakerMemo, WakerSlot};
 use std::task::Waker;
 
 /// State shared by a `SlotTimer` and its handles.
@@ -38,7 +38,7 @@ pub struct SlotShared {
     deadlines: Box<[AtomicU64]>,
     /// Where the owner's entry is (or is about to be) armed; `NEVER` when idle.
     armed: AtomicU64,
-    waker: AtomicWaker,
+    waker: WakerSlot,
 }
 
 /// What one collection found.
@@ -57,7 +57,7 @@ impl SlotShared {
         Arc::new(Self {
             deadlines: (0..count).map(|_| AtomicU64::new(NEVER)).collect(),
             armed: AtomicU64::new(NEVER),
-            waker: AtomicWaker::new(),
+            waker: WakerSlot::new(),
         })
     }
 
@@ -111,7 +111,7 @@ impl SlotShared {
         fence(Ordering::SeqCst);
         if deadline < self.armed.load(Ordering::Relaxed) {
             // Relaxed: lowers `armed` so the owner's fast path (register, then read
-            // `armed`) notices; the wake that follows publishes it (AtomicWaker).
+            // `armed`) notices; the wake that follows publishes it (the slot's mutex).
             self.armed.fetch_min(deadline, Ordering::Relaxed);
             self.waker.wake();
         }
@@ -135,8 +135,8 @@ impl SlotShared {
 
     /// Registers the owner's waker; call before reading any slot or `armed`, so a
     /// wake for a store the owner misses is delivered to this waker.
-    pub fn register(&self, waker: &Waker) {
-        self.waker.register(waker);
+    pub fn register(&self, waker: &Waker, memo: &mut WakerMemo) {
+        self.waker.register(waker, memo);
     }
 
     /// The owner's collection at `now` (after [`register`](Self::register)): disarms
@@ -258,7 +258,7 @@ mod tests {
         s.store_owner(0, 100);
         assert_eq!(
             {
-                s.register(&waker);
+                s.register(&waker, &mut WakerMemo::default());
                 s.collect(0)
             }
             .next,

@@ -1,0 +1,222 @@
+//! The bad-input and lifecycle table of the README, one test per row (paused clock
+//! unless a second runtime's real clock is the point).
+
+mod common;
+
+use common::{ms, poll_once, poll_with, CountingWaker};
+use lazy_deadline::{timer_kinds, IdleTimeout, SlotTimer};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Wake, Waker};
+use std::time::Duration;
+use tokio::time::{self, Instant};
+
+timer_kinds! {
+    enum Kind { A, B }
+}
+
+const YEARS_10: Duration = Duration::from_secs(86_400 * 365 * 10);
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_everywhere_saturates_and_never_fires() {
+    let sleep = lazy_deadline::sleep(Duration::MAX);
+    let mut idle = IdleTimeout::new(Duration::MAX);
+    let mut slots = SlotTimer::<Kind>::new();
+    slots.set_after(Kind::A, Duration::MAX);
+    slots.handle().set_after(Kind::B, Duration::MAX);
+    idle.handle().set_timeout(Duration::MAX);
+    idle.set_timeout(Duration::MAX);
+    tokio::pin!(sleep);
+    time::advance(YEARS_10).await;
+    assert!(poll_once(sleep.as_mut()).is_pending());
+    assert!(poll_once(Pin::new(&mut idle)).is_pending());
+    assert!(poll_once(std::pin::pin!(slots.expired())).is_pending());
+    assert!(idle.deadline() > Instant::now() + YEARS_10);
+    assert!(slots.deadline(Kind::A).unwrap() > Instant::now() + YEARS_10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_zero_everywhere_is_due_at_once() {
+    let start = Instant::now();
+    lazy_deadline::sleep(Duration::ZERO).await;
+    IdleTimeout::new(Duration::ZERO).await;
+    let mut idle = IdleTimeout::new(Duration::from_secs(60));
+    idle.set_timeout(Duration::ZERO);
+    (&mut idle).await;
+    let mut slots = SlotTimer::<Kind>::new();
+    slots.set_after(Kind::A, Duration::ZERO);
+    slots.handle().set_after(Kind::B, Duration::ZERO);
+    assert_eq!(slots.expired().await.len(), 2);
+    assert_eq!(Instant::now(), start, "nothing waited");
+}
+
+#[tokio::test(start_paused = true)]
+async fn instants_in_the_past_are_due_at_once() {
+    let start = Instant::now();
+    let long_ago = start
+        .checked_sub(Duration::from_secs(3 * 86_400))
+        .unwrap_or(start);
+    lazy_deadline::sleep_until(long_ago).await;
+    let mut slots = SlotTimer::<Kind>::new();
+    slots.set(Kind::A, long_ago);
+    slots.handle().set(Kind::B, start - ms(1));
+    assert_eq!(slots.expired().await.len(), 2);
+    let s = lazy_deadline::sleep(ms(10));
+    tokio::pin!(s);
+    assert!(poll_once(s.as_mut()).is_pending());
+    s.as_mut().reset(long_ago);
+    s.await;
+    assert_eq!(Instant::now(), start);
+}
+
+#[tokio::test(start_paused = true)]
+async fn instants_far_in_the_future_saturate() {
+    let far = Instant::now().checked_add(Duration::from_secs(u64::MAX / 4));
+    let Some(far) = far else { return }; // the platform cannot even name it
+    let sleep = lazy_deadline::sleep_until(far);
+    tokio::pin!(sleep);
+    assert!(poll_once(sleep.as_mut()).is_pending());
+    assert_eq!(
+        sleep.deadline(),
+        far,
+        "the deadline is kept exactly as given"
+    );
+    let mut slots = SlotTimer::<Kind>::new();
+    slots.set(Kind::A, far);
+    slots.handle().set(Kind::B, far);
+    let mut idle = IdleTimeout::new(ms(1));
+    idle.touch_at(far);
+    idle.handle().touch_at(far);
+    time::advance(YEARS_10).await;
+    assert!(poll_once(sleep.as_mut()).is_pending());
+    assert!(poll_once(std::pin::pin!(slots.expired())).is_pending());
+    assert!(poll_once(Pin::new(&mut idle)).is_pending());
+}
+
+#[tokio::test(start_paused = true)]
+async fn older_touch_at_is_ignored_from_owner_and_handle() {
+    let idle = IdleTimeout::new(ms(10));
+    let now = Instant::now();
+    let long_ago = now.checked_sub(Duration::from_secs(86_400)).unwrap_or(now);
+    idle.touch_at(long_ago);
+    idle.handle().touch_at(long_ago);
+    assert_eq!(idle.last_activity(), now);
+}
+
+#[tokio::test(start_paused = true)]
+async fn handles_used_after_their_timer_is_dropped() {
+    let idle = IdleTimeout::new(ms(10));
+    let activity = idle.handle();
+    let slots = SlotTimer::<Kind>::new();
+    let setter = slots.handle();
+    drop((idle, slots));
+    activity.touch();
+    activity.set_timeout(Duration::ZERO);
+    setter.set_after(Kind::A, Duration::ZERO);
+    setter.cancel(Kind::B);
+    let _ = (activity.clone(), setter.clone());
+}
+
+/// A waker that drops the timer it belongs to when woken.
+struct DropOnWake<T>(Arc<Mutex<Option<T>>>);
+impl<T: Send + 'static> Wake for DropOnWake<T> {
+    fn wake(self: Arc<Self>) {
+        self.0.lock().unwrap().take();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn timers_dropped_inside_their_waker() {
+    // IdleTimeout, woken by a handle shortening its timeout.
+    let idle = Arc::new(Mutex::new(Some(IdleTimeout::new(Duration::from_secs(60)))));
+    let waker = Waker::from(Arc::new(DropOnWake(idle.clone())));
+    let handle = {
+        let mut guard = idle.lock().unwrap();
+        let timer = guard.as_mut().unwrap();
+        assert!(poll_with(Pin::new(&mut *timer), &waker).is_pending());
+        timer.handle()
+    };
+    handle.set_timeout(ms(1)); // wakes: the waker drops the timer
+    assert!(idle.lock().unwrap().is_none());
+
+    // SlotTimer, woken by a handle setting an earlier deadline, then by its entry.
+    let slots = Arc::new(Mutex::new(Some(SlotTimer::<Kind>::new())));
+    let waker = Waker::from(Arc::new(DropOnWake(slots.clone())));
+    let handle = {
+        let mut guard = slots.lock().unwrap();
+        let timer = guard.as_mut().unwrap();
+        timer.set_after(Kind::A, Duration::from_secs(60));
+        assert!(poll_with(std::pin::pin!(timer.expired()), &waker).is_pending());
+        timer.handle()
+    };
+    handle.set_after(Kind::B, ms(1));
+    assert!(slots.lock().unwrap().is_none());
+
+    // Sleep, woken by the driver when its entry fires.
+    let sleep = Arc::new(Mutex::new(Some(Box::pin(lazy_deadline::sleep(ms(5))))));
+    let waker = Waker::from(Arc::new(DropOnWake(sleep.clone())));
+    {
+        let mut guard = sleep.lock().unwrap();
+        assert!(poll_with(guard.as_mut().unwrap().as_mut(), &waker).is_pending());
+    }
+    time::advance(ms(5)).await;
+    assert!(sleep.lock().unwrap().is_none());
+}
+
+#[test]
+fn timer_created_in_one_runtime_polled_in_another() {
+    // Real time on purpose: each runtime has its own clock. The timer stays bound to
+    // the runtime it was created in (as tokio's own Sleep does), whose driver runs on
+    // its own worker threads, while a second runtime polls it.
+    let home = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let (sleep, mut idle, mut slots) = {
+        let _inside = home.enter();
+        let mut slots = SlotTimer::<Kind>::new();
+        slots.set_after(Kind::A, ms(15));
+        (
+            Box::pin(lazy_deadline::sleep(ms(15))),
+            IdleTimeout::new(ms(15)),
+            slots,
+        )
+    };
+    let away = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let start = std::time::Instant::now();
+    away.block_on(async {
+        sleep.await;
+        (&mut idle).await;
+        assert!(slots.expired().await.contains(Kind::A));
+    });
+    assert!(start.elapsed() >= ms(15));
+}
+
+#[test]
+fn runtime_shut_down_while_timers_are_pending() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let (sleep, idle, slots, (counter, waker)) = rt.block_on(async {
+        let mut sleep = Box::pin(lazy_deadline::sleep(Duration::from_secs(60)));
+        let mut idle = IdleTimeout::new(Duration::from_secs(60));
+        let mut slots = SlotTimer::<Kind>::new();
+        slots.set_after(Kind::A, Duration::from_secs(60));
+        let wakes = CountingWaker::new();
+        assert!(poll_with(sleep.as_mut(), &wakes.1).is_pending());
+        assert!(poll_with(Pin::new(&mut idle), &wakes.1).is_pending());
+        assert!(poll_with(std::pin::pin!(slots.expired()), &wakes.1).is_pending());
+        (sleep, idle, slots, wakes)
+    });
+    let (activity, setter) = (idle.handle(), slots.handle());
+    drop(rt); // shutdown with all three registered
+    activity.touch();
+    setter.set_after(Kind::B, ms(1));
+    drop((sleep, idle, slots, waker));
+    let _ = counter.wakes();
+}
