@@ -4,10 +4,22 @@
 
 mod common;
 
+use common::peers::{packets, KernelStyle, Peer, QuinnStyle, SlotBatch, TwoSleeps};
 use common::*;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use tokio::time::Instant;
+
+/// One criterion function per peer: a packet per iteration, the clock 1 µs later each.
+fn bench_peer<P: Peer>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    peer: P,
+    base: Instant,
+) {
+    let mut packet = packets(base, peer);
+    group.bench_function(name, |b| b.iter(|| packet(1)));
+}
 
 fn tcp(c: &mut Criterion) {
     let rt = current_thread();
@@ -15,45 +27,19 @@ fn tcp(c: &mut Criterion) {
     let base = Instant::now();
     let mut group = c.benchmark_group("tcp_packet");
 
-    let mut kernel = registered_sleep(base + TLP);
-    let mut now = base;
-    group.bench_function("tokio_kernel_style_one_sleep", |b| {
-        b.iter(|| {
-            now += PACKET;
-            let at = black_box(now);
-            kernel.as_mut().reset(at + TLP);
-            kernel.as_mut().reset(at + RTO);
-        })
-    });
-
-    let (mut tlp, mut rto) = (registered_sleep(base + TLP), registered_sleep(base + RTO));
-    let mut now = base;
-    group.bench_function("tokio_two_sleeps", |b| {
-        b.iter(|| {
-            now += PACKET;
-            let at = black_box(now);
-            tlp.as_mut().reset(at + TLP);
-            rto.as_mut().reset(at + RTO);
-        })
-    });
-
-    let mut quinn = registered_sleep(base + TLP);
-    let mut table: [Option<Instant>; 5] = [None; 5];
-    let mut armed = base + TLP;
-    let mut now = base;
-    group.bench_function("tokio_quinn_style_table", |b| {
-        b.iter(|| {
-            now += PACKET;
-            let at = black_box(now);
-            table[Tcp::Tlp as usize] = Some(at + TLP);
-            table[Tcp::Rto as usize] = Some(at + RTO);
-            let next = table.iter().flatten().min().copied();
-            if let Some(next) = next.filter(|&next| next != armed) {
-                quinn.as_mut().reset(next);
-                armed = next;
-            }
-        })
-    });
+    bench_peer(
+        &mut group,
+        "tokio_kernel_style_one_sleep",
+        KernelStyle::new(base),
+        base,
+    );
+    bench_peer(&mut group, "tokio_two_sleeps", TwoSleeps::new(base), base);
+    bench_peer(
+        &mut group,
+        "tokio_quinn_style_table",
+        QuinnStyle::new(base),
+        base,
+    );
 
     let mut timers = registered_slot_timer(base);
     let mut now = base;
@@ -66,16 +52,12 @@ fn tcp(c: &mut Criterion) {
         })
     });
 
-    let mut timers = registered_slot_timer(base);
-    let mut now = base;
-    group.bench_function("slot_timer_batch_at", |b| {
-        b.iter(|| {
-            now += PACKET;
-            let mut batch = timers.batch_at(black_box(now));
-            batch.set_after(Tcp::Tlp, TLP);
-            batch.set_after(Tcp::Rto, RTO);
-        })
-    });
+    bench_peer(
+        &mut group,
+        "slot_timer_batch_at",
+        SlotBatch::new(base),
+        base,
+    );
 
     let timers = registered_slot_timer(base);
     let handle = timers.handle();

@@ -11,23 +11,17 @@
 //! are wall-clock figures on a shared machine: read ratios, not absolutes. The
 //! criterion suite in `benches/` has the statistics.
 
-use lazy_deadline::{timer_kinds, IdleTimeout, SlotTimer};
-use std::future::Future;
+// The criterion suites' helpers and hand-written peers, so both measure the same code.
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use common::peers::{packets, KernelStyle, QuinnStyle, SlotBatch, TwoSleeps};
+use common::{poll_once, registered_slot_timer, Tcp, IDLE, PACKET, RTO, TLP};
+use lazy_deadline::{IdleTimeout, SlotTimer};
 use std::hint::black_box;
 use std::pin::Pin;
-use std::task::{Context, Waker};
 use std::time::Duration;
 use tokio::time::Instant;
-
-timer_kinds! {
-    /// The five timers of a TCP-like connection.
-    enum Tcp { Rto, Tlp, Probe0, DelAck, Keepalive }
-}
-
-const TLP: Duration = Duration::from_millis(20);
-const RTO: Duration = Duration::from_millis(200);
-const IDLE: Duration = Duration::from_millis(100);
-const PACKET: Duration = Duration::from_micros(1);
 
 struct Bench {
     runs: usize,
@@ -113,12 +107,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Polls once with a no-op waker, so the timer is registered with the driver as it
-/// would be inside a `select!` loop.
-fn poll_once<F: Future + ?Sized>(f: Pin<&mut F>) -> bool {
-    f.poll(&mut Context::from_waker(Waker::noop())).is_ready()
-}
-
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let mut bench = Bench {
@@ -167,8 +155,8 @@ fn hot_paths(bench: &mut Bench) {
     let theirs = tokio::time::sleep_until(base + Duration::from_secs(1));
     let ours = lazy_deadline::sleep_until(base + Duration::from_secs(1));
     tokio::pin!(theirs, ours);
-    poll_once(theirs.as_mut());
-    poll_once(ours.as_mut());
+    let _ = poll_once(theirs.as_mut());
+    let _ = poll_once(ours.as_mut());
     let mut at_t = base + Duration::from_secs(1);
     let mut at_o = at_t;
     bench.pair(
@@ -219,8 +207,8 @@ fn hot_paths(bench: &mut Bench) {
     let earlier_t = tokio::time::sleep_until(far);
     let earlier_o = lazy_deadline::sleep_until(far);
     tokio::pin!(earlier_t, earlier_o);
-    poll_once(earlier_t.as_mut());
-    poll_once(earlier_o.as_mut());
+    let _ = poll_once(earlier_t.as_mut());
+    let _ = poll_once(earlier_o.as_mut());
     let (mut back_t, mut back_o) = (far, far);
     bench.pair(
         "Sleep::reset",
@@ -244,9 +232,9 @@ fn hot_paths(bench: &mut Bench) {
     // 4. Idle timeout per packet.
     let idle_tokio = tokio::time::sleep_until(base + IDLE);
     tokio::pin!(idle_tokio);
-    poll_once(idle_tokio.as_mut());
+    let _ = poll_once(idle_tokio.as_mut());
     let mut idle = IdleTimeout::new(IDLE);
-    poll_once(Pin::new(&mut idle));
+    let _ = poll_once(Pin::new(&mut idle));
     let handle = idle.handle();
     let (mut now_t, mut now_o, mut now_h) = (base, base, base);
     bench.pair(
@@ -288,58 +276,11 @@ fn hot_paths(bench: &mut Bench) {
 
     // 5. TCP per packet: arm TLP (now + 20 ms) and RTO (now + 200 ms). Every row
     // gets fresh, registered timers and its own packet clock.
-    let kernel_style = || {
-        let (mut kernel, mut now) = (registered_sleep(base + TLP), base);
-        move |n: u64| {
-            for _ in 0..n {
-                now += PACKET;
-                let at = black_box(now);
-                kernel.as_mut().reset(at + TLP);
-                kernel.as_mut().reset(at + RTO);
-            }
-        }
-    };
-    let two_sleeps = || {
-        let (mut tlp, mut rto) = (registered_sleep(base + TLP), registered_sleep(base + RTO));
-        let mut now = base;
-        move |n: u64| {
-            for _ in 0..n {
-                now += PACKET;
-                let at = black_box(now);
-                tlp.as_mut().reset(at + TLP);
-                rto.as_mut().reset(at + RTO);
-            }
-        }
-    };
-    let quinn_style = || {
-        let (mut sleep, mut now) = (registered_sleep(base + TLP), base);
-        let mut table: [Option<Instant>; 5] = [None; 5];
-        let mut armed = base + TLP;
-        move |n: u64| {
-            for _ in 0..n {
-                now += PACKET;
-                let at = black_box(now);
-                table[Tcp::Tlp as usize] = Some(at + TLP);
-                table[Tcp::Rto as usize] = Some(at + RTO);
-                let next = table.iter().flatten().min().copied();
-                if let Some(next) = next.filter(|&next| next != armed) {
-                    sleep.as_mut().reset(next);
-                    armed = next;
-                }
-            }
-        }
-    };
-    let slot_batch = || {
-        let (mut timers, mut now) = (registered_slot_timer(base), base);
-        move |n: u64| {
-            for _ in 0..n {
-                now += PACKET;
-                let mut batch = timers.batch_at(black_box(now));
-                batch.set_after(Tcp::Tlp, TLP);
-                batch.set_after(Tcp::Rto, RTO);
-            }
-        }
-    };
+    // The peers are in benches/common/peers.rs, shared with the criterion suite.
+    let kernel_style = || packets(base, KernelStyle::new(base));
+    let two_sleeps = || packets(base, TwoSleeps::new(base));
+    let quinn_style = || packets(base, QuinnStyle::new(base));
+    let slot_batch = || packets(base, SlotBatch::new(base));
     let section = "TCP per packet (TLP + RTO)";
     let ours = "SlotTimer batch_at(now) x2";
     bench.pair(
@@ -404,7 +345,7 @@ fn hot_paths(bench: &mut Bench) {
     // 6. Per-request deadline: a fresh tokio timeout per request vs one reused Sleep.
     let reused = lazy_deadline::sleep_until(base + Duration::from_secs(5));
     tokio::pin!(reused);
-    poll_once(reused.as_mut());
+    let _ = poll_once(reused.as_mut());
     let mut req = base;
     bench.pair(
         "per-request deadline",
@@ -414,7 +355,7 @@ fn hot_paths(bench: &mut Bench) {
             for _ in 0..n {
                 let fut =
                     tokio::time::timeout(Duration::from_secs(5), std::future::pending::<()>());
-                poll_once(std::pin::pin!(fut));
+                let _ = poll_once(std::pin::pin!(fut));
             }
         }),
         ("lazy Sleep reused: reset+poll", |n| {
@@ -423,27 +364,11 @@ fn hot_paths(bench: &mut Bench) {
                 reused
                     .as_mut()
                     .reset(black_box(req) + Duration::from_secs(5));
-                poll_once(reused.as_mut());
+                let _ = poll_once(reused.as_mut());
             }
         }),
         ">= 10x",
     );
-}
-
-/// A boxed tokio `Sleep` polled once, so it is registered with the driver as it
-/// would be inside a `select!` loop.
-fn registered_sleep(deadline: Instant) -> Pin<Box<tokio::time::Sleep>> {
-    let mut sleep = Box::pin(tokio::time::sleep_until(deadline));
-    poll_once(sleep.as_mut());
-    sleep
-}
-
-/// A `SlotTimer` with a keepalive set, polled once so its entry is armed.
-fn registered_slot_timer(base: Instant) -> SlotTimer<Tcp> {
-    let mut timers = SlotTimer::<Tcp>::new();
-    timers.set(Tcp::Keepalive, base + Duration::from_secs(7200));
-    poll_once(std::pin::pin!(timers.expired()));
-    timers
 }
 
 /// Runtime timer registrations per second of traffic, counted under a paused clock:
@@ -467,8 +392,8 @@ fn driver_work() {
                 timers.set(Tcp::Tlp, now + TLP);
                 timers.set(Tcp::Rto, now + RTO);
             }
-            assert!(!poll_once(Pin::new(&mut idle)));
-            assert!(!poll_once(std::pin::pin!(timers.expired())));
+            assert!(poll_once(Pin::new(&mut idle)).is_pending());
+            assert!(poll_once(std::pin::pin!(timers.expired())).is_pending());
             tokio::time::advance(Duration::from_millis(1)).await;
         }
         (idle.stats().registrations, timers.stats().registrations)

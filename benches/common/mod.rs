@@ -1,6 +1,8 @@
 //! Shared helpers for the criterion suites: runtimes, registered timers, a PRNG.
 #![allow(dead_code)]
 
+pub mod peers;
+
 use criterion::Criterion;
 use std::future::Future;
 use std::pin::Pin;
