@@ -61,6 +61,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
         deadline,
         armed: deadline,
         polled: false,
+        completed: false,
         stats: Stats::default(),
         entry: tokio::time::sleep_until(deadline),
     }
@@ -135,6 +136,8 @@ pin_project! {
         armed: Instant,
         // Whether `entry` has been polled (and so registered with the driver).
         polled: bool,
+        // Resolved at `deadline`; cleared by `reset`. Repeated polls stop here.
+        completed: bool,
         stats: Stats,
         #[pin]
         entry: tokio::time::Sleep,
@@ -180,6 +183,7 @@ impl Sleep {
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.project();
         *this.deadline = deadline;
+        *this.completed = false;
         if deadline < *this.armed && *this.polled {
             this.entry.reset(deadline);
             *this.armed = deadline;
@@ -198,6 +202,9 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut this = self.project();
+        if *this.completed {
+            return Poll::Ready(());
+        }
         if !*this.polled {
             // First poll: arm the entry once, at the final deadline, whatever the
             // resets before it said (tokio registers on reset or first poll).
@@ -214,6 +221,7 @@ impl Future for Sleep {
             // The entry fired at `armed`: the clock is past it, no read needed.
             if *this.deadline <= *this.armed || *this.deadline <= Instant::now() {
                 // Keep the invariant for later resets: the entry stands at `armed`.
+                *this.completed = true;
                 return Poll::Ready(());
             }
             // The deadline moved later while we waited: re-arm for the remainder.

@@ -207,4 +207,5 @@ async fn completed_sleep_stays_ready() {
     s.as_mut().await;
     assert_eq!(poll_once(s.as_mut()), Poll::Ready(()));
     assert_eq!(poll_once(s.as_mut()), Poll::Ready(()));
+    assert_eq!(s.stats().entry_fires, 1, "repeated polls are not new fires");
 }
