@@ -1,7 +1,7 @@
 //! `IdleTimeout` + `ActivityHandle`: the SCTP heartbeat technique as a type.
 
 use crate::core::activity::ActivityShared;
-use crate::core::{LazyEntry, Step};
+use crate::core::{LazyEntry, Step, MAX_ROUNDS, SATURATED};
 use crate::stats::Stats;
 use crate::sync::{Arc, WakerMemo};
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -34,11 +34,14 @@ use tokio::time::Instant;
 ///
 /// # Precision
 ///
-/// Never earlier than the deadline by the tokio clock (paused clock included), and
-/// under a paused clock at the same virtual instant as a `tokio::time::Sleep` armed at
-/// the final deadline. With a running clock the runtime entry has tokio's millisecond
-/// resolution; a timer that re-armed for the remainder may resolve up to one timer
-/// tick (about 1 ms) later than a freshly reset tokio `Sleep`.
+/// "Due" is judged by the clock of the runtime that owns the timer's entry (the one
+/// it was created in), paused clock included, also when the timer is polled from
+/// another runtime or a plain executor: it resolves only once that entry has fired at
+/// or after the deadline. So it is never early, and never later than a
+/// `tokio::time::Sleep` armed at the final deadline (on whole milliseconds of a paused
+/// clock, at the same virtual instant): a deadline that moved later is re-armed when
+/// the entry fires, before the later deadline's tick. Like tokio, a deadline off a
+/// whole millisecond is reached at the next 1 ms tick.
 ///
 /// # Cancel safety
 ///
@@ -76,7 +79,7 @@ pub struct IdleTimeout {
     /// The owner's own last activity: only this thread writes it, so a compare and a
     /// store keep it monotonic without an atomic.
     owner_activity: Cell<Instant>,
-    lazy: LazyEntry<u64>,
+    lazy: LazyEntry,
     /// Which waker the shared slot holds, so unchanged polls skip re-registering.
     memo: WakerMemo,
     stats: Stats,
@@ -196,9 +199,12 @@ impl IdleTimeout {
         from_nanos(self.deadline_nanos())
     }
 
-    /// Whether the deadline has passed by the tokio clock.
+    /// Whether the deadline has passed: the runtime entry has fired at or after it,
+    /// or the current tokio clock is past it. (The future itself resolves only on the
+    /// entry's word: see the type's `# Precision`.) A saturated deadline never has.
     pub fn is_elapsed(&self) -> bool {
-        self.deadline_nanos() <= now_nanos()
+        let deadline = self.deadline_nanos();
+        deadline <= self.lazy.witnessed() || (deadline < SATURATED && deadline <= now_nanos())
     }
 
     /// How much driver work this timer has caused so far.
@@ -217,30 +223,33 @@ impl Future for IdleTimeout {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let owner = to_nanos(this.owner_activity.get());
-        loop {
-            match this.shared.poll_step(
-                cx.waker(),
-                &mut this.memo,
-                owner,
-                &mut this.lazy,
-                now_nanos,
-            ) {
-                Step::Fire => return Poll::Ready(()),
+        // Each round either resolves, waits on the entry, or re-arms after the entry
+        // fired; handles touching meanwhile can only add rounds, so bound them.
+        for _ in 0..MAX_ROUNDS {
+            match this
+                .shared
+                .poll_step(cx.waker(), &mut this.memo, owner, &mut this.lazy)
+            {
+                Step::Fire => {
+                    // Ready without polling the entry: spend the budget as tokio does.
+                    ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
+                    return Poll::Ready(());
+                }
                 Step::Arm(at) => {
                     this.entry.as_mut().reset(from_nanos(at));
                     this.stats.registrations += 1;
                 }
                 Step::Wait => {}
             }
-            if !this.lazy.is_armed() {
-                return Poll::Pending;
-            }
-            if this.entry.as_mut().poll(cx).is_pending() {
+            if !this.lazy.is_armed() || this.entry.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
             this.stats.entry_fires += 1;
             this.lazy.fired();
         }
+        // Out of rounds: yield, and come straight back.
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 

@@ -16,15 +16,20 @@
 //!
 //! # Guarantees
 //!
-//! - **Never early**: nothing resolves before its deadline by the tokio clock
-//!   (paused clock included).
-//! - **Not later than tokio**: under `tokio::time::pause()` every timer resolves at
-//!   the same virtual instant as a `tokio::time::Sleep` with the same final deadline.
-//!   With a running clock, a deadline that moved later is reached through one
-//!   re-arm, which may add up to one timer tick (about 1 ms, tokio's resolution).
+//! - **Never early**: nothing resolves before its deadline by the clock of the
+//!   runtime that owns the timer's entry (paused clock included), also when the timer
+//!   is polled from another runtime or a plain executor: the entry, a
+//!   `tokio::time::Sleep`, is the only witness that time has passed.
+//! - **Not later than tokio**: every timer resolves no later than a
+//!   `tokio::time::Sleep` with the same final deadline; under `tokio::time::pause()`
+//!   with whole-millisecond deadlines, at the same virtual instant.
 //! - **Earlier works at once**, from the owner or a handle on another thread.
+//! - **A good tokio citizen**: no unbounded loop inside a poll, and ready paths spend
+//!   the task's cooperative budget where tokio's `Sleep::poll` does, so a loop over a
+//!   ready timer still lets the other tasks run.
 //! - **Bad input saturates like tokio**: `Duration::MAX`, deadlines in the past, far
-//!   future instants and zero timeouts never panic or overflow. The only panics are
+//!   future instants and zero timeouts never panic or overflow; a saturated clock or
+//!   deadline never turns "far future" into "due". The only panics are
 //!   tokio's own (no runtime, or no time driver), reported at the caller's location.
 //! - No `unsafe` code.
 //!

@@ -61,6 +61,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
         deadline,
         armed: deadline,
         polled: false,
+        reset_unpolled: false,
         completed: false,
         stats: Stats::default(),
         entry: tokio::time::sleep_until(deadline),
@@ -83,11 +84,12 @@ pin_project! {
     ///
     /// # Precision
     ///
-    /// Never earlier than the deadline, and under a paused clock at the same virtual
-    /// instant as a `tokio::time::Sleep` with the same final deadline. With a running
-    /// clock the entry has tokio's millisecond resolution; a deadline moved later is
-    /// reached through one extra re-arm, so it may complete up to one timer tick
-    /// (about 1 ms) later than a tokio `Sleep` would.
+    /// Completes only once its runtime entry (a `tokio::time::Sleep` on the runtime
+    /// it was created in) has fired at or after the deadline: never early by that
+    /// runtime's clock, also when polled from another runtime or a plain executor, and
+    /// never later than a `tokio::time::Sleep` with the same final deadline (on whole
+    /// milliseconds of a paused clock, at the same virtual instant). A deadline moved
+    /// later is re-armed when the entry fires, before the later deadline's tick.
     ///
     /// # Cancel safety
     ///
@@ -136,6 +138,9 @@ pin_project! {
         armed: Instant,
         // Whether `entry` has been polled (and so registered with the driver).
         polled: bool,
+        // Reset before the first poll (tokio registers on `reset`; `is_elapsed`
+        // answers as if we had).
+        reset_unpolled: bool,
         // Resolved at `deadline`; cleared by `reset`. Repeated polls stop here.
         completed: bool,
         stats: Stats,
@@ -151,9 +156,22 @@ impl Sleep {
         self.deadline
     }
 
-    /// Returns `true` if the deadline has been reached and the runtime has seen it
-    /// (the entry fired at or after the deadline), as `tokio::time::Sleep::is_elapsed`.
+    /// Returns `true` if the deadline has been reached, as
+    /// `tokio::time::Sleep::is_elapsed` does.
+    ///
+    /// Like tokio's: `false` for a `Sleep` that was neither polled nor reset (tokio
+    /// registers its timer on the first poll or reset), `true` once it completed. A
+    /// deadline the runtime entry has not fired at yet (a reset before the first poll,
+    /// or a later reset since the entry fired) is judged by the current tokio clock,
+    /// where tokio would ask its driver; the future itself only completes when the
+    /// entry of the runtime that owns it has fired at the deadline.
     pub fn is_elapsed(&self) -> bool {
+        if self.completed {
+            return true;
+        }
+        if !self.polled {
+            return self.reset_unpolled && self.deadline <= Instant::now();
+        }
         self.entry.is_elapsed() && (self.deadline <= self.armed || self.deadline <= Instant::now())
     }
 
@@ -184,6 +202,7 @@ impl Sleep {
         let this = self.project();
         *this.deadline = deadline;
         *this.completed = false;
+        *this.reset_unpolled = true;
         if deadline < *this.armed && *this.polled {
             this.entry.reset(deadline);
             *this.armed = deadline;
@@ -203,6 +222,9 @@ impl Future for Sleep {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut this = self.project();
         if *this.completed {
+            // Ready again without the entry: spend the task's budget as tokio's
+            // `Sleep::poll` does, so a loop over a completed `Sleep` still yields.
+            ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
             return Poll::Ready(());
         }
         if !*this.polled {
@@ -215,16 +237,21 @@ impl Future for Sleep {
                 *this.armed = *this.deadline;
             }
         }
+        // At most two rounds: after a re-arm, `armed == deadline`. (tokio's entry
+        // spends the task's cooperative budget on each poll that returns ready.)
         loop {
             ready!(this.entry.as_mut().poll(cx));
             this.stats.entry_fires += 1;
-            // The entry fired at `armed`: the clock is past it, no read needed.
-            if *this.deadline <= *this.armed || *this.deadline <= Instant::now() {
+            // The entry fired at `armed`: the owning runtime's clock is past it. That
+            // is the only witness trusted; the polling context's clock may belong to
+            // another runtime.
+            if *this.deadline <= *this.armed {
                 // Keep the invariant for later resets: the entry stands at `armed`.
                 *this.completed = true;
                 return Poll::Ready(());
             }
-            // The deadline moved later while we waited: re-arm for the remainder.
+            // The deadline moved later while we waited: re-arm for the remainder (if
+            // it has passed too, tokio fires the entry within this poll).
             this.entry.as_mut().reset(*this.deadline);
             *this.armed = *this.deadline;
             this.stats.registrations += 1;

@@ -1,7 +1,7 @@
 //! `SlotTimer<K>` + `SlotHandle<K>`: several kinds of deadline, one runtime entry.
 
 use crate::core::slots::SlotShared;
-use crate::core::{EntryState, LazyEntry, Step, NEVER};
+use crate::core::{LazyEntry, Step, MAX_ROUNDS, NEVER, SATURATED};
 use crate::kind::{KindSet, TimerKind};
 use crate::stats::Stats;
 use crate::sync::{Arc, WakerMemo};
@@ -11,7 +11,7 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -33,10 +33,14 @@ use tokio::time::Instant;
 ///
 /// # Precision
 ///
-/// A kind is never reported before its deadline by the tokio clock, and under a
-/// paused clock at the same virtual instant as a `tokio::time::Sleep` armed at that
-/// deadline. With a running clock the entry has tokio's millisecond resolution, and
-/// a deadline reached through a re-arm may be reported up to one tick later.
+/// A kind is reported only once the runtime entry, on the clock of the runtime that
+/// owns it (where the timer was created; paused clock included), has fired at or after
+/// its deadline, also when the timer is polled from another runtime or a plain
+/// executor. So it is never early, and never later than a `tokio::time::Sleep` armed
+/// at that deadline (on whole milliseconds of a paused clock, at the same virtual
+/// instant). Kinds the runtime finds due in the same poll come out in one
+/// [`KindSet`]. Like tokio, a deadline off a whole millisecond is reached at the next
+/// 1 ms tick.
 ///
 /// # Cancel safety
 ///
@@ -80,7 +84,7 @@ use tokio::time::Instant;
 /// ```
 pub struct SlotTimer<K: TimerKind> {
     shared: Arc<SlotShared>,
-    lazy: LazyEntry<u64>,
+    lazy: LazyEntry,
     /// Which waker the shared slot holds, so unchanged polls skip re-registering.
     memo: WakerMemo,
     stats: Stats,
@@ -211,33 +215,50 @@ impl<K: TimerKind> SlotTimer<K> {
         // Fast path: nothing moved earlier than what is armed (or, with nothing
         // armed, nothing was set at all), so only the entry can have news. Owner
         // sets and handle sets that move earlier both lower `armed`.
-        let unchanged = self.shared.armed() >= self.horizon();
+        let unchanged = self.shared.armed() >= self.lazy.horizon();
         if unchanged && (!self.lazy.is_armed() || self.poll_entry(cx).is_pending()) {
             return Poll::Pending;
         }
+        // A report may come without the entry firing in this poll (a kind set at or
+        // before a time already witnessed): spend the budget as tokio's `Sleep` does.
+        // Taken before anything is disarmed, so an exhausted budget loses nothing.
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        let mut expired = 0u64;
+        let mut rounds = 0;
         loop {
-            let now = now_nanos();
-            let collected = self.shared.collect(now);
-            if collected.expired != 0 {
-                // The remaining kinds are armed on the next poll: `armed` now holds
-                // the earliest, and the fast path lets it through only if the entry
-                // fires no later than that.
-                return Poll::Ready(KindSet::from_bits(collected.expired));
-            }
+            // "Due" is what the entry has witnessed on its own runtime's clock, not
+            // what the polling context's clock says.
+            let collected = self.shared.collect(self.lazy.witnessed());
+            expired |= collected.expired;
             let target = (collected.next != NEVER).then_some(collected.next);
-            match self.lazy.step(target, || now) {
-                // Only if a handle set a due deadline after the scan: collect again.
-                Step::Fire => continue,
+            let again = match self.lazy.step(target) {
+                // A handle set a witnessed deadline after the scan: collect again.
+                Step::Fire => true,
                 Step::Arm(at) => {
                     self.entry.as_mut().reset(from_nanos(at));
                     self.stats.registrations += 1;
+                    self.poll_entry(cx).is_ready()
                 }
-                Step::Wait => {}
+                Step::Wait => self.lazy.is_armed() && self.poll_entry(cx).is_ready(),
+            };
+            rounds += 1;
+            if !again {
+                break;
             }
-            if !self.lazy.is_armed() || self.poll_entry(cx).is_pending() {
-                return Poll::Pending;
+            if rounds == MAX_ROUNDS {
+                // The entry keeps firing at once: report what we have, or yield and
+                // come straight back.
+                cx.waker().wake_by_ref();
+                break;
             }
+            // The entry fired (or a kind is already witnessed): everything the
+            // runtime now says is due goes into this same report.
         }
+        if expired == 0 {
+            return Poll::Pending;
+        }
+        coop.made_progress();
+        Poll::Ready(KindSet::from_bits(expired))
     }
 
     /// Waits for the next expired kinds. Cancel safe: dropping the future before it
@@ -249,20 +270,11 @@ impl<K: TimerKind> SlotTimer<K> {
     #[inline]
     fn set_nanos(&mut self, kind: K, deadline: u64) {
         // NEVER means "unset"; a real deadline saturates just below it.
-        let deadline = deadline.min(NEVER - 1);
+        let deadline = deadline.min(SATURATED);
         self.shared.store_owner(slot(kind), deadline);
-        if deadline < self.horizon() {
+        if deadline < self.lazy.horizon() {
             // Earlier than the entry: make the next poll take the slow path.
             self.shared.lower_armed(deadline);
-        }
-    }
-
-    /// Until when no re-evaluation is needed absent news: the armed entry's deadline,
-    /// or `NEVER` when nothing is armed because nothing is set.
-    fn horizon(&self) -> u64 {
-        match self.lazy.state() {
-            EntryState::Armed(at) => at,
-            EntryState::Idle | EntryState::Fired(_) => NEVER,
         }
     }
 
@@ -406,7 +418,7 @@ impl<K: TimerKind> SlotHandle<K> {
     }
 
     fn set_nanos(&self, kind: K, deadline: u64) {
-        self.shared.set_remote(slot(kind), deadline.min(NEVER - 1));
+        self.shared.set_remote(slot(kind), deadline.min(SATURATED));
     }
 }
 

@@ -53,9 +53,13 @@ pub(crate) fn to_nanos(at: Instant) -> u64 {
     duration_to_nanos(at.into_std().saturating_duration_since(base()))
 }
 
-/// The instant `nanos` after the base. Where the platform cannot represent it, falls
-/// back to tokio's far future (now + ~30 years), which no timer reaches in practice.
+/// The instant `nanos` after the base. A saturated value (see `core::SATURATED`), or
+/// one the platform cannot represent, maps to tokio's far future (now + ~30 years):
+/// "never" must stay ahead of the clock even after the clock itself has saturated.
 pub(crate) fn from_nanos(nanos: u64) -> Instant {
+    if nanos >= crate::core::SATURATED {
+        return far_future();
+    }
     match base().checked_add(Duration::from_nanos(nanos)) {
         Some(at) => Instant::from_std(at),
         None => far_future(),
@@ -101,6 +105,7 @@ mod tests {
         // Far past: whatever the platform allows, it maps to the base or later.
         let past = from_nanos(0);
         assert_eq!(to_nanos(past), 0);
-        let _ = from_nanos(u64::MAX);
+        // Saturated: tokio's far future, ahead of any clock.
+        assert!(from_nanos(u64::MAX) > Instant::now() + Duration::from_secs(86_400 * 365));
     }
 }

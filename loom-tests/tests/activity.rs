@@ -55,7 +55,10 @@ fn touch_before_decision_prevents_firing() {
         let (_flag, waker) = WakeFlag::new();
         let mut entry = LazyEntry::new();
         let mut memo = WakerMemo::default();
-        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 12);
+        let step = {
+            entry.witness(12);
+            shared.poll_step(&waker, &mut memo, 0, &mut entry)
+        };
         if saw_touch {
             assert_eq!(
                 step,
@@ -82,7 +85,7 @@ fn shortening_is_seen_or_wakes() {
         };
         let mut entry = LazyEntry::new();
         let mut memo = WakerMemo::default();
-        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0);
+        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry);
         handle.join().unwrap();
         let saw_short = step == Step::Arm(10);
         assert!(
@@ -104,7 +107,7 @@ fn registration_skip_never_loses_a_wake() {
         let mut entry = LazyEntry::new();
         let mut memo = WakerMemo::default();
         assert_eq!(
-            shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0),
+            shared.poll_step(&waker, &mut memo, 0, &mut entry),
             Step::Arm(1_000)
         );
         let handle = {
@@ -115,7 +118,7 @@ fn registration_skip_never_loses_a_wake() {
             })
         };
         let wakes_before = flag.count();
-        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0);
+        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry);
         handle.join().unwrap();
         if step != Step::Arm(20) {
             // This poll missed the final timeout: a wake must have come after it began.
@@ -123,7 +126,7 @@ fn registration_skip_never_loses_a_wake() {
                 flag.count() > wakes_before,
                 "missed 20 and never woken again ({step:?})"
             );
-            let again = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0);
+            let again = shared.poll_step(&waker, &mut memo, 0, &mut entry);
             assert_eq!(again, Step::Arm(20));
         }
     });
@@ -139,7 +142,7 @@ fn owner_dropped_while_handles_touch() {
         let (flag, waker) = WakeFlag::new();
         let mut entry = LazyEntry::new();
         let mut memo = WakerMemo::default();
-        shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0);
+        shared.poll_step(&waker, &mut memo, 0, &mut entry);
         let handle = {
             let shared = shared.clone();
             thread::spawn(move || {
@@ -172,7 +175,7 @@ fn repeated_polls_converge() {
         let mut entry = LazyEntry::new();
         let mut memo = WakerMemo::default();
         assert_eq!(
-            shared.poll_step(&waker, &mut memo, 0, &mut entry, || 0),
+            shared.poll_step(&waker, &mut memo, 0, &mut entry),
             Step::Arm(100)
         );
         let handle = {
@@ -182,7 +185,10 @@ fn repeated_polls_converge() {
                 shared.set_timeout(20);
             })
         };
-        let first = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 10);
+        let first = {
+            entry.witness(10);
+            shared.poll_step(&waker, &mut memo, 0, &mut entry)
+        };
         handle.join().unwrap();
         if !flag.woken() {
             assert!(
@@ -190,7 +196,10 @@ fn repeated_polls_converge() {
                 "lost: {first:?}"
             );
         } else {
-            let second = shared.poll_step(&waker, &mut memo, 0, &mut entry, || 10);
+            let second = {
+                entry.witness(10);
+                shared.poll_step(&waker, &mut memo, 0, &mut entry)
+            };
             match second {
                 Step::Arm(50) => {}
                 Step::Wait => assert!(matches!(first, Step::Arm(50) | Step::Arm(20))),

@@ -92,11 +92,10 @@ impl ActivityShared {
         waker: &Waker,
         memo: &mut WakerMemo,
         owner_activity: u64,
-        entry: &mut LazyEntry<u64>,
-        now: impl FnOnce() -> u64,
-    ) -> Step<u64> {
+        entry: &mut LazyEntry,
+    ) -> Step {
         self.waker.register(waker, memo);
-        entry.step(Some(self.deadline(owner_activity)), now)
+        entry.step(Some(self.deadline(owner_activity)))
     }
 
     /// The owner is gone: drop its waker so handles do not wake a stale task.
@@ -131,14 +130,14 @@ mod tests {
         let s = ActivityShared::new(0, 10);
         let mut e = LazyEntry::new();
         let (w, m) = (Waker::noop(), &mut WakerMemo::default());
-        assert_eq!(s.poll_step(w, m, 0, &mut e, || 0), Step::Arm(10));
+        assert_eq!(s.poll_step(w, m, 0, &mut e), Step::Arm(10));
         s.touch_at(8);
-        assert_eq!(s.poll_step(w, m, 0, &mut e, || 8), Step::Wait);
+        assert_eq!(s.poll_step(w, m, 0, &mut e), Step::Wait);
+        e.fired(); // the owning runtime's clock passed 10
+        assert_eq!(s.poll_step(w, m, 0, &mut e), Step::Arm(18));
         e.fired();
-        assert_eq!(s.poll_step(w, m, 0, &mut e, || 10), Step::Arm(18));
-        e.fired();
-        assert_eq!(s.poll_step(w, m, 0, &mut e, || 18), Step::Fire);
+        assert_eq!(s.poll_step(w, m, 0, &mut e), Step::Fire);
         s.set_timeout(2);
-        assert_eq!(s.poll_step(w, m, 0, &mut e, || 18), Step::Fire);
+        assert_eq!(s.poll_step(w, m, 0, &mut e), Step::Fire);
     }
 }

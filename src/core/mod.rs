@@ -7,15 +7,28 @@
 //!
 //! # The lazy rule
 //!
-//! Each timer owns one runtime entry. [`LazyEntry`] remembers where that entry is
-//! armed and decides, for a target deadline, what the adapter must do:
+//! Each timer owns one runtime entry (a `tokio::time::Sleep`), and that entry is the
+//! only witness the core trusts that time has passed: "due" is judged by the clock of
+//! the runtime that owns the entry, never by whatever clock the polling context
+//! happens to read (another runtime's paused clock, a plain executor). [`LazyEntry`]
+//! remembers where the entry is armed and the latest deadline at which it fired (the
+//! *witnessed* time: the owning runtime's clock is known to have passed it), and
+//! decides, for a target deadline, what the adapter must do:
 //!
-//! - the target has passed: **fire**;
-//! - the target is *earlier* than the armed entry, or nothing is armed, or the entry
-//!   already fired: **arm** at the target (the SCTP "never started" and "shortening"
-//!   traps: the later-only shortcut applies only to an entry that is armed and live);
-//! - otherwise **wait**: the entry fires at or before the target, and the decision is
-//!   taken again then. This is why a move to a later deadline costs a store.
+//! - the target is at or before the witnessed time: **fire** (no clock read);
+//! - the target is later than or equal to a live armed entry: **wait**; the entry
+//!   fires at or before the target and the decision is taken again then. This is why
+//!   a move to a later deadline costs a store;
+//! - otherwise (nothing armed, the entry already fired, or the target moved
+//!   *earlier*): **arm** at the target and let the runtime judge it. A target already
+//!   in the past fires at once (tokio fires an entry whose tick has elapsed inside the
+//!   registration), so the price of trusting only the entry is one registration, and
+//!   only on a path that is about to fire. Never firing on a clock read is also what
+//!   keeps the SCTP traps away: the later-only shortcut applies only to a live entry.
+//!
+//! Deadlines at or above [`SATURATED`] (the time base saturates about 584 years after
+//! the first use) are "never": they are armed at tokio's far future and never fire,
+//! even under a clock that has itself saturated.
 //!
 //! # Invariants the loom models check
 //!
@@ -29,90 +42,109 @@
 pub mod activity;
 pub mod slots;
 
-/// "No deadline": an unset slot. Real deadlines saturate one below it.
+/// "No deadline": an unset slot, or an entry that is not armed.
 pub const NEVER: u64 = u64::MAX;
+
+/// Deadlines at or above this are saturated: never due, whatever the clock says.
+/// Real deadlines are clamped to it.
+pub const SATURATED: u64 = NEVER - 1;
+
+/// How many decide-arm-poll rounds an adapter runs inside one poll before it yields
+/// (waking itself). A round only repeats when the entry fired at once, so two or three
+/// suffice; the bound is there so that no interleaving turns a poll into a spin.
+pub const MAX_ROUNDS: usize = 8;
 
 /// What the adapter does next with its runtime timer entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step<T> {
-    /// The target deadline has passed: resolve now.
+pub enum Step {
+    /// The target deadline has been witnessed: resolve now.
     Fire,
     /// (Re-)arm the runtime entry at this deadline, then poll it.
-    Arm(T),
+    Arm(u64),
     /// Leave the entry as it is: it fires at or before the target.
     Wait,
 }
 
-/// Where the runtime entry stands.
+/// The lazy re-arm decision for one runtime entry, in nanoseconds of the time base.
+/// Two words: where the entry is armed ([`NEVER`]: not armed, or fired) and the
+/// latest deadline at which it fired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EntryState<T> {
-    /// Never armed (or disarmed): polling the entry would register it.
-    Idle,
-    /// Armed at this deadline and not yet fired.
-    Armed(T),
-    /// Fired at (or after) this deadline; the clock has reached it.
-    Fired(T),
+pub struct LazyEntry {
+    armed: u64,
+    witnessed: u64,
 }
 
-/// The lazy re-arm decision for one runtime entry. `T` is the time type: `u64`
-/// nanoseconds for the shared types, `tokio::time::Instant` would do as well.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LazyEntry<T> {
-    state: EntryState<T>,
-}
-
-impl<T: Ord + Copy> Default for LazyEntry<T> {
+impl Default for LazyEntry {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<T: Ord + Copy> LazyEntry<T> {
-    /// An entry that was never armed.
+impl LazyEntry {
+    /// An entry that was never armed and has witnessed nothing.
     pub const fn new() -> Self {
         Self {
-            state: EntryState::Idle,
+            armed: NEVER,
+            witnessed: 0,
         }
-    }
-
-    /// Where the entry stands.
-    pub fn state(&self) -> EntryState<T> {
-        self.state
     }
 
     /// Whether the adapter should poll its runtime entry (only a live, armed one).
+    #[inline]
     pub fn is_armed(&self) -> bool {
-        matches!(self.state, EntryState::Armed(_))
+        self.armed != NEVER
     }
 
-    /// Decides what to do for `target` (`None`: nothing to wait for). `now` is called
-    /// only when the decision needs the clock, so the common "later deadline, entry
-    /// still armed" case reads no clock at all. On [`Step::Arm`] the entry is taken
-    /// as armed at that deadline: the adapter must arm it.
-    pub fn step(&mut self, target: Option<T>, now: impl FnOnce() -> T) -> Step<T> {
+    /// Until when nothing needs re-evaluating absent news: the armed deadline, or
+    /// [`NEVER`] when the entry is not armed.
+    #[inline]
+    pub fn horizon(&self) -> u64 {
+        self.armed
+    }
+
+    /// The latest time the owning runtime's clock is known to have passed (0 until
+    /// the entry first fires). Everything at or before it is due.
+    #[inline]
+    pub fn witnessed(&self) -> u64 {
+        self.witnessed
+    }
+
+    /// Decides what to do for `target` (`None`: nothing to wait for). Reads no clock.
+    /// On [`Step::Arm`] the entry is taken as armed at that deadline: the adapter must
+    /// arm it.
+    #[inline]
+    pub fn step(&mut self, target: Option<u64>) -> Step {
         let Some(target) = target else {
             return Step::Wait;
         };
-        let step = match self.state {
-            // Live entry armed no later than the target: it will fire first.
-            EntryState::Armed(armed) if target >= armed => Step::Wait,
-            // The entry fired at `armed`, so the clock is past it: no read needed.
-            EntryState::Fired(armed) if target <= armed => Step::Fire,
-            // Never armed, moved earlier, or fired and moved later: ask the clock.
-            _ if target <= now() => Step::Fire,
-            _ => Step::Arm(target),
-        };
-        if let Step::Arm(at) = step {
-            self.state = EntryState::Armed(at);
+        let target = target.min(SATURATED);
+        if target >= self.armed {
+            // A live entry armed no later than the target fires first.
+            Step::Wait
+        } else if target <= self.witnessed {
+            Step::Fire
+        } else {
+            // Never armed, fired, or moved earlier: the runtime judges it.
+            self.armed = target;
+            Step::Arm(target)
         }
-        step
     }
 
-    /// The runtime entry fired (its poll returned ready).
+    /// The runtime entry fired (its poll returned ready): its clock has passed the
+    /// armed deadline. A saturated deadline (tokio's far future) witnesses nothing.
+    #[inline]
     pub fn fired(&mut self) {
-        if let EntryState::Armed(at) = self.state {
-            self.state = EntryState::Fired(at);
+        if self.armed < SATURATED {
+            self.witness(self.armed);
         }
+        self.armed = NEVER;
+    }
+
+    /// Records that the owning runtime's clock has passed `at` (tests and models use
+    /// it to stand in for an entry that fired at `at`).
+    #[inline]
+    pub fn witness(&mut self, at: u64) {
+        self.witnessed = self.witnessed.max(at.min(SATURATED - 1));
     }
 }
 
@@ -120,63 +152,70 @@ impl<T: Ord + Copy> LazyEntry<T> {
 mod tests {
     use super::*;
 
-    fn no_clock() -> u64 {
-        panic!("this decision must not read the clock")
-    }
-
     #[test]
-    fn first_arm_reads_the_clock_and_arms() {
+    fn first_step_arms_even_when_the_target_looks_past() {
         let mut e = LazyEntry::new();
-        assert_eq!(e.step(Some(10), || 5), Step::Arm(10));
-        assert_eq!(e.state(), EntryState::Armed(10));
-    }
-
-    #[test]
-    fn never_armed_and_already_due_fires_without_arming() {
+        assert_eq!(e.step(Some(10)), Step::Arm(10));
+        assert_eq!(e.horizon(), 10);
+        // Nothing witnessed yet: only the entry may say 10 has passed.
         let mut e = LazyEntry::new();
-        assert_eq!(e.step(Some(10), || 10), Step::Fire);
-        assert_eq!(e.state(), EntryState::Idle);
+        assert_eq!(e.step(Some(0)), Step::Fire);
     }
 
     #[test]
     fn later_target_on_a_live_entry_is_free() {
         let mut e = LazyEntry::new();
-        e.step(Some(10), || 0);
-        assert_eq!(e.step(Some(50), no_clock), Step::Wait);
-        assert_eq!(e.step(Some(10), no_clock), Step::Wait);
+        e.step(Some(10));
+        assert_eq!(e.step(Some(50)), Step::Wait);
+        assert_eq!(e.step(Some(10)), Step::Wait);
     }
 
     #[test]
     fn earlier_target_rearms_at_once() {
         let mut e = LazyEntry::new();
-        e.step(Some(10), || 0);
-        assert_eq!(e.step(Some(7), || 1), Step::Arm(7));
-        assert_eq!(e.step(Some(3), || 4), Step::Fire);
+        e.step(Some(10));
+        assert_eq!(e.step(Some(7)), Step::Arm(7));
+        assert_eq!(e.step(Some(3)), Step::Arm(3));
     }
 
     #[test]
-    fn fired_entry_rearms_for_the_remainder() {
+    fn fired_entry_fires_witnessed_targets_and_rearms_for_the_remainder() {
         let mut e = LazyEntry::new();
-        e.step(Some(10), || 0);
+        e.step(Some(10));
         e.fired();
-        assert_eq!(e.step(Some(10), no_clock), Step::Fire);
-        assert_eq!(e.step(Some(9), no_clock), Step::Fire);
-        assert_eq!(e.step(Some(25), || 11), Step::Arm(25));
-        assert_eq!(e.state(), EntryState::Armed(25));
+        assert!(!e.is_armed());
+        assert_eq!(e.witnessed(), 10);
+        assert_eq!(e.step(Some(10)), Step::Fire);
+        assert_eq!(e.step(Some(9)), Step::Fire);
+        assert_eq!(e.step(Some(25)), Step::Arm(25));
+        assert_eq!(e.horizon(), 25);
     }
 
     #[test]
-    fn fired_then_later_but_already_due_fires() {
+    fn witness_only_moves_forward() {
         let mut e = LazyEntry::new();
-        e.step(Some(10), || 0);
+        e.step(Some(20));
         e.fired();
-        assert_eq!(e.step(Some(12), || 12), Step::Fire);
+        e.step(Some(15)); // moved earlier after firing at 20: 15 <= 20 fires
+        assert_eq!(e.witnessed(), 20);
+        e.witness(5);
+        assert_eq!(e.witnessed(), 20);
+    }
+
+    #[test]
+    fn saturated_targets_never_fire() {
+        let mut e = LazyEntry::new();
+        e.witness(u64::MAX);
+        assert_eq!(e.step(Some(u64::MAX)), Step::Arm(SATURATED));
+        e.fired(); // tokio's far future fired: witnesses nothing new
+        assert!(e.witnessed() < SATURATED);
+        assert_eq!(e.step(Some(SATURATED)), Step::Arm(SATURATED));
     }
 
     #[test]
     fn nothing_to_wait_for() {
-        let mut e: LazyEntry<u64> = LazyEntry::new();
-        assert_eq!(e.step(None, no_clock), Step::Wait);
+        let mut e = LazyEntry::new();
+        assert_eq!(e.step(None), Step::Wait);
         assert!(!e.is_armed());
     }
 }

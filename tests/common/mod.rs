@@ -69,3 +69,23 @@ impl Rng {
         self.next_u64() % n
     }
 }
+
+/// Runs `fut` to completion on the current thread without any tokio context of its
+/// own (a plain executor: the waker unparks this thread).
+pub fn block_on_plain<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
