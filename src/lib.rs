@@ -109,6 +109,7 @@ pub mod core;
 #[cfg(not(lazy_deadline_loom))]
 mod core;
 
+mod idle_queue;
 mod idle_timeout;
 mod kind;
 mod sleep;
@@ -120,6 +121,7 @@ pub mod sync;
 mod sync;
 mod time_base;
 
+pub use idle_queue::{Expired, IdleQueue, Key};
 pub use idle_timeout::{ActivityHandle, IdleTimeout};
 pub use kind::{Iter as KindSetIter, KindSet, TimerKind};
 pub use sleep::{sleep, sleep_until, Sleep};

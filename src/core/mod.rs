@@ -40,6 +40,7 @@
 //!   sides); each set is reported at most once, a cancelled one never.
 
 pub mod activity;
+pub mod idle_queue;
 pub mod slots;
 
 /// "No deadline": an unset slot, or an entry that is not armed.
@@ -118,8 +119,9 @@ impl LazyEntry {
             return Step::Wait;
         };
         let target = target.min(SATURATED);
-        if target >= self.armed {
-            // A live entry armed no later than the target fires first.
+        if target >= self.armed && self.armed > self.witnessed {
+            // A live entry armed no later than the target fires first. (One armed at
+            // or before the witnessed time is spent news: re-arm it for the target.)
             Step::Wait
         } else if target <= self.witnessed {
             Step::Fire

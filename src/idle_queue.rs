@@ -1,0 +1,427 @@
+//! `IdleQueue<T>`: many idle timeouts owned by one task, where a touch is a store.
+
+use crate::core::idle_queue::{IdleCore, Popped};
+use crate::core::{LazyEntry, Step, MAX_ROUNDS};
+use crate::stats::Stats;
+use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
+use futures::Stream;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub use crate::core::idle_queue::Key;
+
+/// How many heap records one poll handles (re-files and stale records) before it
+/// yields: a poll never does unbounded work, even when a million touched keys were
+/// filed at the same check time.
+const WORK_PER_POLL: usize = 1024;
+
+/// Many idle timeouts in one task: one entry per key (a session, a connection, a
+/// cache line), each expiring once it has seen no activity for its timeout.
+///
+/// A touch ([`touch`](IdleQueue::touch), [`touch_at`](IdleQueue::touch_at)) records a
+/// timestamp in the entry: no heap or wheel operation, no allocation, no runtime
+/// call. Ordering work happens only when a key's filed check time comes up: if the
+/// key was touched since, it is filed again at its new deadline, at most once per key
+/// per timeout period however often it is touched (Linux SCTP's heartbeat fix, per
+/// key). tokio-util's `DelayQueue` instead unlinks and relinks the entry in its wheel
+/// on every `reset`. The queue holds one runtime timer entry, armed at the earliest
+/// check time.
+///
+/// Expired entries leave the queue and come out of
+/// [`poll_expired`](IdleQueue::poll_expired), [`expired`](IdleQueue::expired) or the
+/// [`Stream`] impl as [`Expired`], in order of deadline. The stream never ends: an
+/// empty queue is `Pending`, and the owner's next poll sees what it inserted.
+///
+/// `IdleQueue` is `Unpin`, `Send` when `T` is, and owned by one task (`&mut self`):
+/// nothing on its paths is atomic.
+///
+/// # Precision
+///
+/// An entry is yielded only once its deadline (`last_activity + timeout`) has passed
+/// by the clock of the runtime that owns the queue (the one it was created in; paused
+/// clock included): when polled inside that runtime its clock decides, and anywhere
+/// else only the queue's runtime entry firing does. So it is never early, and never
+/// later than a `tokio::time::Sleep` armed at the final deadline (on whole
+/// milliseconds of a paused clock, at the same virtual instant). Entries due in the
+/// same poll come out in deadline order.
+///
+/// # Cancel safety
+///
+/// [`expired`](IdleQueue::expired) and `StreamExt::next` are cancel safe: an entry
+/// leaves the queue only inside the poll that returns it. In a `select!` loop, an
+/// `insert` or `set_timeout` made in another branch is seen on the loop's next
+/// iteration, which polls the queue again.
+///
+/// # Bad input
+///
+/// | input | outcome |
+/// |---|---|
+/// | `Duration::MAX` timeout | saturates (~584 years): never due in practice |
+/// | `Duration::ZERO` timeout | due on the next poll |
+/// | `touch_at` older than the last activity | ignored; returns `true` for a live key |
+/// | `touch_at` far in the future | taken as given: the key idles from then |
+/// | a stale key (removed, expired, cleared) | `touch`/`set_timeout` `false`, `get`/`remove` `None`; never another entry |
+/// | a key from another queue | no panic; it may name an entry of this queue |
+/// | 1,000,000 entries, `clear` of them | works; `clear` drops them all and stales their keys |
+/// | more than `u32::MAX - 1` entries at once | panics in `insert` |
+///
+/// # Examples
+///
+/// A UDP relay's session table: every datagram touches its session, and sessions
+/// idle for 30 s are dropped.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use lazy_deadline::IdleQueue;
+/// use std::collections::HashMap;
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// let mut sessions = IdleQueue::new(Duration::from_secs(30));
+/// let mut by_peer = HashMap::new();
+/// for peer in 0..1_000u32 {
+///     by_peer.insert(peer, sessions.insert(peer));
+/// }
+/// // Traffic for the even peers only, one clock reading per batch of datagrams.
+/// for _ in 0..20 {
+///     tokio::time::advance(Duration::from_secs(1)).await;
+///     let now = Instant::now();
+///     for peer in (0..1_000u32).step_by(2) {
+///         sessions.touch_at(by_peer[&peer], now); // a store
+///     }
+/// }
+/// let start = Instant::now();
+/// let mut quiet = 0;
+/// while quiet < 500 {
+///     let expired = sessions.expired().await;
+///     assert_eq!(expired.get_ref() % 2, 1);
+///     by_peer.remove(expired.get_ref());
+///     quiet += 1;
+/// }
+/// assert_eq!(start.elapsed(), Duration::from_secs(10)); // 30 s after they went quiet
+/// assert_eq!(sessions.len(), 500);
+/// # }
+/// ```
+pub struct IdleQueue<T> {
+    core: IdleCore<T>,
+    lazy: LazyEntry,
+    stats: Stats,
+    /// The runtime that owns `entry`: its clock decides "due" when polled inside it.
+    owner: tokio::runtime::Id,
+    /// Boxed so the queue is `Unpin`; armed at the earliest check time.
+    entry: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<T> IdleQueue<T> {
+    /// An empty queue whose [`insert`](IdleQueue::insert) gives entries `timeout`.
+    ///
+    /// # Panics
+    ///
+    /// Like `tokio::time::sleep`: outside a tokio runtime, or in one without the time
+    /// driver. The panic points at the caller.
+    #[track_caller]
+    pub fn new(timeout: Duration) -> Self {
+        Self::with_capacity(timeout, 0)
+    }
+
+    /// An empty queue with room for `capacity` entries before it reallocates.
+    ///
+    /// # Panics
+    ///
+    /// As [`new`](IdleQueue::new).
+    #[track_caller]
+    pub fn with_capacity(timeout: Duration, capacity: usize) -> Self {
+        // Created now so that a missing runtime panics here, as tokio's sleep does.
+        let entry = Box::pin(tokio::time::sleep_until(Instant::now()));
+        Self {
+            core: IdleCore::with_capacity(duration_to_nanos(timeout), capacity),
+            lazy: LazyEntry::new(),
+            stats: Stats::default(),
+            owner: tokio::runtime::Handle::current().id(),
+            entry,
+        }
+    }
+
+    /// Inserts `value` with activity now (tokio clock) and the queue's timeout.
+    ///
+    /// # Panics
+    ///
+    /// If the queue would hold more than `u32::MAX - 1` entries.
+    pub fn insert(&mut self, value: T) -> Key {
+        self.core
+            .insert(value, now_nanos(), self.core.default_timeout())
+    }
+
+    /// Inserts `value` with activity now and its own `timeout`.
+    ///
+    /// # Panics
+    ///
+    /// As [`insert`](IdleQueue::insert).
+    pub fn insert_with_timeout(&mut self, value: T, timeout: Duration) -> Key {
+        self.core
+            .insert(value, now_nanos(), duration_to_nanos(timeout))
+    }
+
+    /// Records activity on `key` now (one clock read and a store). `false` if the key
+    /// is not in the queue.
+    pub fn touch(&mut self, key: Key) -> bool {
+        self.core.touch_at(key, now_nanos())
+    }
+
+    /// Records activity on `key` at `at`: a compare and a store, no clock read, no
+    /// allocation, no heap or runtime work. An `at` older than the last activity is
+    /// ignored (and still returns `true`); one in the future is taken as given.
+    /// `false` if the key is not in the queue.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use lazy_deadline::IdleQueue;
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let mut queue = IdleQueue::new(Duration::from_secs(5));
+    /// let key = queue.insert("session");
+    /// let now = Instant::now();
+    /// assert!(queue.touch_at(key, now + Duration::from_secs(1)));
+    /// assert!(queue.touch_at(key, now)); // older: ignored
+    /// assert_eq!(queue.deadline(key), Some(now + Duration::from_secs(6)));
+    /// # }
+    /// ```
+    #[inline]
+    pub fn touch_at(&mut self, key: Key, at: Instant) -> bool {
+        self.core.touch_at(key, to_nanos(at))
+    }
+
+    /// Changes `key`'s timeout. A shorter one takes effect at once: the entry is due
+    /// at its new deadline, on the next poll if that has passed. A longer one is a
+    /// store. `false` if the key is not in the queue.
+    pub fn set_timeout(&mut self, key: Key, timeout: Duration) -> bool {
+        self.core.set_timeout(key, duration_to_nanos(timeout))
+    }
+
+    /// `key`'s timeout (saturated at `u64::MAX` ns), if it is in the queue.
+    pub fn timeout(&self, key: Key) -> Option<Duration> {
+        self.core
+            .times(key)
+            .map(|(timeout, _, _)| Duration::from_nanos(timeout))
+    }
+
+    /// `key`'s last activity, if it is in the queue.
+    pub fn last_activity(&self, key: Key) -> Option<Instant> {
+        self.core.times(key).map(|(_, last, _)| from_nanos(last))
+    }
+
+    /// `last_activity + timeout` (saturating: a saturated deadline reads as tokio's
+    /// far future), if `key` is in the queue.
+    pub fn deadline(&self, key: Key) -> Option<Instant> {
+        self.core
+            .times(key)
+            .map(|(_, _, deadline)| from_nanos(deadline))
+    }
+
+    /// Whether `key` is in the queue.
+    pub fn contains(&self, key: Key) -> bool {
+        self.core.get(key).is_some()
+    }
+
+    /// `key`'s value, if it is in the queue.
+    pub fn get(&self, key: Key) -> Option<&T> {
+        self.core.get(key)
+    }
+
+    /// `key`'s value, mutably, if it is in the queue.
+    pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        self.core.get_mut(key)
+    }
+
+    /// Removes `key`'s entry and returns its value; it is never yielded.
+    pub fn remove(&mut self, key: Key) -> Option<T> {
+        self.core.remove(key)
+    }
+
+    /// How many entries the queue holds.
+    pub fn len(&self) -> usize {
+        self.core.len()
+    }
+
+    /// Whether the queue holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.core.len() == 0
+    }
+
+    /// Removes every entry; their keys go stale. The runtime entry stays armed and
+    /// finds nothing when it fires.
+    pub fn clear(&mut self) {
+        self.core.clear();
+    }
+
+    /// How much driver work the queue has caused so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// How many times an entry was found touched when its check time came up and was
+    /// filed again: at most about one per key per timeout period under continuous
+    /// touching, however many touches.
+    pub fn refiles(&self) -> u64 {
+        self.core.refiles()
+    }
+
+    /// Heap bytes the queue holds for its entries and check times (excluding what
+    /// `T` itself owns), for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        self.core.heap_bytes()
+    }
+
+    /// Polls for the next expired entry: `Ready` with it (it has left the queue), or
+    /// `Pending` with the waker stored for the earliest check time. Never
+    /// `Ready(None)`-like: an empty queue is `Pending`.
+    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired<T>> {
+        // Fast path: nothing filed earlier than the armed entry, so only the entry
+        // can have news.
+        let next = self.core.next_check();
+        if next.is_none_or(|check| check >= self.lazy.horizon())
+            && (!self.lazy.is_armed() || self.poll_entry(cx).is_pending())
+        {
+            return Poll::Pending;
+        }
+        // Taken before anything leaves the queue, so an exhausted budget loses
+        // nothing; spent only when an entry is yielded.
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        self.witness_home_clock();
+        for _ in 0..MAX_ROUNDS {
+            match self.core.pop_expired(self.lazy.witnessed(), WORK_PER_POLL) {
+                Popped::Expired {
+                    key,
+                    deadline,
+                    value,
+                } => {
+                    coop.made_progress();
+                    return Poll::Ready(Expired {
+                        key,
+                        deadline,
+                        value,
+                    });
+                }
+                Popped::Busy => break,
+                Popped::NotYet(next) => match self.lazy.step(next) {
+                    Step::Fire => continue,
+                    Step::Arm(at) => {
+                        self.entry.as_mut().reset(from_nanos(at));
+                        self.stats.registrations += 1;
+                        if self.poll_entry(cx).is_pending() {
+                            return Poll::Pending;
+                        }
+                    }
+                    Step::Wait => {
+                        if !self.lazy.is_armed() || self.poll_entry(cx).is_pending() {
+                            return Poll::Pending;
+                        }
+                    }
+                },
+            }
+        }
+        // Work or rounds ran out: yield, and come straight back.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Waits for the next expired entry. Cancel safe.
+    pub fn expired(&mut self) -> impl Future<Output = Expired<T>> + '_ {
+        std::future::poll_fn(move |cx| self.poll_expired(cx))
+    }
+
+    /// Inside the owning runtime its clock is the truth: take it as witnessed, so
+    /// entries due in the same tick need no runtime entry of their own. Elsewhere
+    /// only the entry firing counts.
+    fn witness_home_clock(&mut self) {
+        let home = tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() == self.owner);
+        if home {
+            self.lazy.witness(now_nanos());
+        }
+    }
+
+    fn poll_entry(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let poll = self.entry.as_mut().poll(cx);
+        if poll.is_ready() {
+            self.stats.entry_fires += 1;
+            self.lazy.fired();
+        }
+        poll
+    }
+}
+
+// The queue never pins its values (no projection reaches them), so it is `Unpin`
+// whatever `T` is, like `Vec<T>` behind a `Box`.
+impl<T> Unpin for IdleQueue<T> {}
+
+impl<T> Stream for IdleQueue<T> {
+    type Item = Expired<T>;
+
+    /// Never ends: yields each entry as it expires, `Pending` while none is due.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        self.get_mut().poll_expired(cx).map(Some)
+    }
+}
+
+impl<T> fmt::Debug for IdleQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdleQueue")
+            .field("len", &self.len())
+            .field(
+                "timeout",
+                &Duration::from_nanos(self.core.default_timeout()),
+            )
+            .field("stats", &self.stats)
+            .field("refiles", &self.refiles())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An entry that left an [`IdleQueue`] because it was idle for its timeout.
+pub struct Expired<T> {
+    key: Key,
+    deadline: u64,
+    value: T,
+}
+
+impl<T> Expired<T> {
+    /// The key it had (now stale).
+    pub fn key(&self) -> Key {
+        self.key
+    }
+
+    /// The deadline it expired at: its last activity plus its timeout (in the past
+    /// already when a shortened timeout made it due).
+    pub fn deadline(&self) -> Instant {
+        from_nanos(self.deadline)
+    }
+
+    /// Its value.
+    pub fn get_ref(&self) -> &T {
+        &self.value
+    }
+
+    /// Its value, by value.
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Expired<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Expired")
+            .field("key", &self.key)
+            .field("deadline", &self.deadline())
+            .field("value", &self.value)
+            .finish()
+    }
+}
