@@ -78,3 +78,11 @@ fn idle_server_closes_exactly_the_quiet_connections() {
         ],
     );
 }
+
+#[test]
+fn udp_sessions_expires_exactly_the_quiet_sessions() {
+    run(
+        "udp_sessions",
+        &["--duration", "1", "--idle-ms", "200", "--sessions", "2000"],
+    );
+}
