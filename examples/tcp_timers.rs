@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Check (exit status 1 if it fails): every segment is delivered in order exactly
-//! once, within the duration, despite the loss.
+//! once despite the loss. When `--duration` ends the run first (a slow machine, a
+//! short duration), what was delivered must be exactly the first segments, in order,
+//! once each, and include every segment the sender saw acknowledged.
 
 use lazy_deadline::{timer_kinds, SlotTimer};
 use std::collections::VecDeque;
@@ -108,6 +110,8 @@ async fn receiver(
 
 #[derive(Default)]
 struct Counts {
+    /// Segments the receiver acknowledged (cumulative).
+    acked: u32,
     sent: u64,
     by_rto: u64,
     by_tlp: u64,
@@ -132,6 +136,7 @@ async fn sender(
     };
     while una < total {
         if Instant::now() > until {
+            counts.acked = una;
             return Ok((counts, timers.stats().registrations, false));
         }
         // Send what the windows allow; each send pushes the loss probe back (a store).
@@ -177,6 +182,7 @@ async fn sender(
             }
         }
     }
+    counts.acked = una;
     Ok((counts, timers.stats().registrations, true))
 }
 
@@ -210,14 +216,26 @@ async fn main() -> std::io::Result<ExitCode> {
         counts.sent, counts.by_rto, counts.by_tlp, counts.probes
     );
     println!("runtime timer registrations: sender {sender_regs}, receiver {receiver_regs} (for {} sends and {} receives)", counts.sent, delivered.len());
-    let in_order = delivered.iter().copied().eq(0..total);
-    if !finished || !in_order {
+    // Exactly the first `delivered.len()` segments, in order, once each.
+    let prefix = delivered.iter().copied().eq(0..delivered.len() as u32);
+    let complete = delivered.len() == total as usize;
+    let acked_delivered = delivered.len() >= counts.acked as usize;
+    if !prefix || !acked_delivered || delivered.is_empty() || (finished && !complete) {
         eprintln!(
-            "FAIL: finished {finished}, delivered {} segments, in order exactly once: {in_order}",
-            delivered.len()
+            "FAIL: finished {finished}, delivered {} of {total} segments, in order exactly once: {prefix}, acked {} all delivered: {acked_delivered}",
+            delivered.len(),
+            counts.acked
         );
         return Ok(ExitCode::FAILURE);
     }
-    println!("ok: all {total} segments delivered in order exactly once");
+    if complete {
+        println!("ok: all {total} segments delivered in order exactly once");
+    } else {
+        println!(
+            "ok: --duration ended the run; the first {} of {total} segments were delivered in order exactly once ({} acked)",
+            delivered.len(),
+            counts.acked
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
