@@ -4,7 +4,12 @@
 //! cargo run --release --example compare            # full run, well under a minute
 //! cargo run --release --example compare -- --quick # CI smoke run, a few seconds
 //! cargo run --release --example compare -- --multi-thread # hot paths on a 2-worker runtime
+//! cargo run --release --example compare -- --duration 3  # sized to ~3 s where it can be
 //! ```
+//!
+//! `--duration S` picks the full run when it fits in S seconds (about 10 s here) and
+//! the quick one otherwise; the quick run is as short as the rows can be and still
+//! measure something (a few seconds), so a smaller S runs over it, and says so.
 //!
 //! Each row times a plain loop of the real operation for ours and for the peer,
 //! alternating the two in every run, and prints the median ns/op of the runs. These
@@ -128,7 +133,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let duration = std::env::args()
+        .skip_while(|a| a != "--duration")
+        .nth(1)
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0);
+    // The full run takes about 10 s on this project's machine.
+    let quick = std::env::args().any(|a| a == "--quick") || duration.is_some_and(|s| s < 15.0);
     let mut bench = Bench {
         runs: if quick { 5 } else { 9 },
         scale: if quick { 20 } else { 1 },
@@ -154,7 +165,7 @@ fn main() {
     }
     bench.print();
     println!();
-    driver_work();
+    driver_work(if quick { 100 } else { 1_000 });
     memory();
     println!(
         "\n{} runtime; {} runs per row, median; total {:.1} s{}",
@@ -167,6 +178,13 @@ fn main() {
         started.elapsed().as_secs_f64(),
         if quick { " (quick mode)" } else { "" }
     );
+    if let Some(limit) = duration {
+        if started.elapsed().as_secs_f64() > limit {
+            println!(
+                "(--duration {limit} is shorter than the quick run: it cannot shrink further)"
+            );
+        }
+    }
 }
 
 /// Rows timed with a running clock inside a current-thread runtime. Deadlines are
@@ -465,7 +483,7 @@ fn driver_wakes(bench: &mut Bench) {
 /// 1,000,000 packets at 1 µs spacing (one virtual second), polling each millisecond.
 /// A tokio `Sleep` reset per packet asks the driver for each packet; ours count
 /// their registrations in `stats()`.
-fn driver_work() {
+fn driver_work(queue_touches_per_ms: u32) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -499,17 +517,19 @@ fn driver_work() {
         TLP.as_millis(),
         RTO.as_millis()
     );
-    let (queue_regs, refiles) = idle_queue_work(&rt);
+    let (queue_regs, refiles) = idle_queue_work(&rt, queue_touches_per_ms);
     println!(
-        "  {QUEUE_KEYS} keys, 30 s idle timeout: DelayQueue::reset per packet 1,000,000 | IdleQueue registrations {queue_regs}, re-files {refiles} (mean of 60 s)"
+        "  {QUEUE_KEYS} keys, 30 s idle timeout, {} touches/s: DelayQueue::reset per touch {} | IdleQueue registrations {queue_regs}, re-files {refiles} (mean of 60 s)",
+        queue_touches_per_ms * 1_000,
+        queue_touches_per_ms * 1_000,
     );
 }
 
-/// Registrations and re-files per second of 1,000,000 touches/s of random keys in a
+/// Registrations and re-files per second of random-key touches (`touches_per_ms` per ms) in a
 /// 100k-key `IdleQueue`, averaged over two timeout periods after one and a half of
 /// warm-up: keys are all inserted at once, so their re-files come in one wave per
 /// period and a one-second window would catch either a whole wave or none of it.
-fn idle_queue_work(rt: &tokio::runtime::Runtime) -> (u64, u64) {
+fn idle_queue_work(rt: &tokio::runtime::Runtime, touches_per_ms: u32) -> (u64, u64) {
     rt.block_on(async {
         let mut queue = IdleQueue::with_capacity(QUEUE_TIMEOUT, QUEUE_KEYS);
         let keys: Vec<Key> = (0..QUEUE_KEYS as u32).map(|i| queue.insert(i)).collect();
@@ -522,7 +542,7 @@ fn idle_queue_work(rt: &tokio::runtime::Runtime) -> (u64, u64) {
                 before = (queue.stats().registrations, queue.refiles());
             }
             let now = Instant::now();
-            for _ in 0..1_000 {
+            for _ in 0..touches_per_ms {
                 queue.touch_at(keys[rng.below(QUEUE_KEYS as u64) as usize], now);
             }
             assert!(poll_once(std::pin::pin!(queue.expired())).is_pending());

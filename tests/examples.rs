@@ -24,7 +24,7 @@ fn example(name: &str) -> PathBuf {
     path
 }
 
-fn run(name: &str, args: &[&str]) {
+fn run(name: &str, args: &[&str]) -> String {
     let output = Command::new(example(name))
         .args(args)
         .output()
@@ -40,11 +40,22 @@ fn run(name: &str, args: &[&str]) {
         stdout.contains("ok:"),
         "{name} printed no verdict:\n{stdout}"
     );
+    stdout.into_owned()
 }
 
 #[test]
 fn heartbeat_sends_heartbeats_only_in_pauses() {
     run("heartbeat", &["--duration", "1.5"]);
+}
+
+#[test]
+fn tcp_timers_cut_by_duration_checks_what_it_delivered() {
+    // A million segments cannot finish in a second: the run is cut and must say so.
+    let stdout = run(
+        "tcp_timers",
+        &["--duration", "1", "--segments", "1000000", "--loss", "0.05"],
+    );
+    assert!(stdout.contains("--duration ended the run"), "{stdout}");
 }
 
 #[test]
