@@ -1,0 +1,149 @@
+//! The four types' core behaviours on tokio's per-worker timer (`enable_alt_timer`,
+//! tokio_unstable), where `Sleep::reset` is drop + new entry. CI runs this file with
+//! `RUSTFLAGS="--cfg tokio_unstable"`; without that cfg it compiles to nothing.
+//!
+//! Real time on purpose: the per-worker timer only exists on a multi-thread runtime,
+//! and tokio's paused clock only on a current-thread one. Deadlines are tens of
+//! milliseconds, so the file runs in well under a second; only "never early" and
+//! "resolves at all" are asserted, never how late (shared machines stall).
+#![cfg(tokio_unstable)]
+
+mod common;
+
+use common::poll_once;
+use futures::StreamExt;
+use lazy_deadline::{timer_kinds, IdleQueue, IdleTimeout, SlotTimer};
+use std::time::Duration;
+use tokio::time::{timeout, Instant};
+
+timer_kinds! {
+    enum Tcp { Rto, Tlp }
+}
+
+const SHORT: Duration = Duration::from_millis(20);
+const LONG: Duration = Duration::from_millis(60);
+/// Generous: a timer that has not resolved by then never will.
+const HANG: Duration = Duration::from_secs(10);
+
+fn alt_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_alt_timer()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn sleep_reset_later_waits_for_the_final_deadline() {
+    alt_runtime().block_on(async {
+        let start = Instant::now();
+        let sleep = lazy_deadline::sleep(SHORT);
+        tokio::pin!(sleep);
+        // Registered at SHORT, then moved later: the entry fires early and re-arms.
+        assert!(poll_once(sleep.as_mut()).is_pending());
+        sleep.as_mut().reset(start + LONG);
+        timeout(HANG, sleep.as_mut()).await.expect("resolves");
+        assert!(Instant::now() >= start + LONG);
+        assert!(sleep.is_elapsed());
+    });
+}
+
+#[test]
+fn sleep_reset_earlier_resolves_at_the_earlier_deadline() {
+    alt_runtime().block_on(async {
+        let start = Instant::now();
+        let sleep = lazy_deadline::sleep(Duration::from_secs(3600));
+        tokio::pin!(sleep);
+        assert!(poll_once(sleep.as_mut()).is_pending());
+        sleep.as_mut().reset(start + SHORT);
+        timeout(HANG, sleep.as_mut()).await.expect("moved earlier");
+        assert!(Instant::now() >= start + SHORT);
+    });
+}
+
+#[test]
+fn idle_timeout_waits_for_quiet_after_touches_from_another_task() {
+    alt_runtime().block_on(async {
+        let mut idle = IdleTimeout::new(SHORT);
+        let handle = idle.handle();
+        let toucher = tokio::spawn(async move {
+            for _ in 0..4 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                handle.touch();
+            }
+        });
+        timeout(HANG, &mut idle).await.expect("resolves");
+        toucher.await.unwrap();
+        // Never early: at least the timeout after the last recorded activity.
+        assert!(Instant::now() >= idle.last_activity() + SHORT);
+        assert!(idle.is_elapsed());
+    });
+}
+
+#[test]
+fn slot_timer_reports_each_kind_at_its_deadline_and_once() {
+    alt_runtime().block_on(async {
+        let mut timers = SlotTimer::<Tcp>::new();
+        let start = Instant::now();
+        timers.set(Tcp::Tlp, start + SHORT);
+        timers.set(Tcp::Rto, start + LONG);
+        let first = timeout(HANG, timers.expired()).await.expect("TLP");
+        assert_eq!(first.iter().collect::<Vec<_>>(), [Tcp::Tlp]);
+        assert!(Instant::now() >= start + SHORT);
+        let second = timeout(HANG, timers.expired()).await.expect("RTO");
+        assert_eq!(second.iter().collect::<Vec<_>>(), [Tcp::Rto]);
+        assert!(Instant::now() >= start + LONG);
+        assert_eq!(timers.next_deadline(), None);
+    });
+}
+
+#[test]
+fn slot_handle_moves_a_kind_earlier_from_another_thread() {
+    alt_runtime().block_on(async {
+        let mut timers = SlotTimer::<Tcp>::new();
+        let start = Instant::now();
+        timers.set(Tcp::Rto, start + Duration::from_secs(3600));
+        let handle = timers.handle();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            handle.set(Tcp::Rto, Instant::now() + SHORT);
+        });
+        let expired = timeout(HANG, timers.expired())
+            .await
+            .expect("moved earlier");
+        assert!(expired.contains(Tcp::Rto));
+        assert!(Instant::now() >= start + SHORT);
+    });
+}
+
+#[test]
+fn idle_queue_expires_exactly_the_quiet_keys_in_deadline_order() {
+    alt_runtime().block_on(async {
+        let mut queue = IdleQueue::new(SHORT);
+        let start = Instant::now();
+        let busy = queue.insert("busy");
+        let quiet: Vec<_> = (0..3).map(|i| queue.insert_with_timeout("quiet", SHORT * (3 - i))).collect();
+        let mut seen = Vec::new();
+        let mut last_deadline = start;
+        while seen.len() < quiet.len() {
+            tokio::select! {
+                expired = queue.next() => {
+                    let expired = expired.expect("the stream never ends");
+                    assert!(Instant::now() >= expired.deadline(), "never early");
+                    assert!(expired.deadline() >= last_deadline, "deadline order");
+                    last_deadline = expired.deadline();
+                    seen.push(expired.key());
+                }
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {
+                    assert!(queue.touch(busy));
+                }
+                _ = tokio::time::sleep_until(start + HANG) => panic!("the quiet keys never expired"),
+            }
+        }
+        let mut expected = quiet.clone();
+        expected.reverse(); // shortest timeout first
+        assert_eq!(seen, expected);
+        assert!(queue.contains(busy));
+        assert!(Instant::now() >= start + SHORT * 3);
+    });
+}
