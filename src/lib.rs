@@ -13,6 +13,7 @@
 //! | [`Sleep`] ([`sleep`], [`sleep_until`]) | drop-in for `tokio::time::Sleep` | `reset` later: a field store |
 //! | [`IdleTimeout`] + [`ActivityHandle`] | idle/keepalive/heartbeat timeouts | `touch_at`: a field store; from a handle one `fetch_max` |
 //! | [`SlotTimer`] + [`SlotHandle`] ([`timer_kinds!`]) | RTO/TLP/PROBE0/delayed-ACK/keepalive on one entry | `set` later: a store and a compare |
+//! | [`IdleQueue`] ([`Key`], [`Expired`]) | many idle timeouts owned by one task: sessions, pooled connections | `touch_at`: a generation check and a store |
 //!
 //! # Guarantees
 //!
@@ -99,6 +100,29 @@
 //! }
 //! assert_eq!(timers.expired().await.iter().collect::<Vec<_>>(), [Tcp::Tlp]);
 //! assert_eq!(start.elapsed(), Duration::from_millis(20));
+//! # }
+//! ```
+//!
+//! [`IdleQueue`] holding a session table in one task, touched per datagram:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use lazy_deadline::IdleQueue;
+//! use std::time::Duration;
+//! use tokio::time::Instant;
+//!
+//! let mut sessions = IdleQueue::new(Duration::from_secs(30));
+//! let busy = sessions.insert("10.0.0.1:5000");
+//! let quiet = sessions.insert("10.0.0.2:5000");
+//! for _ in 0..40 {
+//!     tokio::time::sleep(Duration::from_secs(1)).await;
+//!     sessions.touch_at(busy, Instant::now()); // a store: no timer work per datagram
+//! }
+//! let expired = sessions.expired().await; // the quiet one, 30 s after its insert
+//! assert_eq!(expired.key(), quiet);
+//! assert_eq!(expired.into_inner(), "10.0.0.2:5000");
+//! assert!(sessions.contains(busy));
 //! # }
 //! ```
 #![forbid(unsafe_code)]
