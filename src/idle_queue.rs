@@ -254,7 +254,7 @@ impl<T> IdleQueue<T> {
 
     /// Whether the queue holds no entry.
     pub fn is_empty(&self) -> bool {
-        self.core.len() == 0
+        self.core.is_empty()
     }
 
     /// Removes every entry; their keys go stale. The runtime entry stays armed and

@@ -263,6 +263,11 @@ impl<T> IdleCore<T> {
         self.len
     }
 
+    /// Whether no entry is live.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Re-files so far (entries found touched when their record surfaced).
     pub fn refiles(&self) -> u64 {
         self.refiles
