@@ -34,6 +34,18 @@
 //!   tokio's own (no runtime, or no time driver), reported at the caller's location.
 //! - No `unsafe` code.
 //!
+//! # Features
+//!
+//! Both off by default; the default build depends on tokio, futures and
+//! pin-project-lite only.
+//!
+//! - `quinn`: [`quinn::LazyRuntime`](crate::quinn), a `quinn::Runtime` whose
+//!   connection timers are lazy [`Sleep`]s (`Arc::new(LazyRuntime)` where
+//!   `Arc::new(quinn::TokioRuntime)` was), and `quinn::AsyncTimer` for [`Sleep`].
+//! - `hyper`: [`hyper::LazyTimer`](crate::hyper), a `hyper::rt::Timer` with an
+//!   in-place `reset` (`.timer(LazyTimer)` where `.timer(TokioTimer::new())` was), and
+//!   `hyper::rt::Sleep` for [`Sleep`].
+//!
 //! # Examples
 //!
 //! [`Sleep`] as a drop-in, reset on every message:
@@ -127,15 +139,22 @@
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(lazy_deadline_loom)]
 pub mod core;
 #[cfg(not(lazy_deadline_loom))]
 mod core;
 
+#[cfg(feature = "hyper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
+pub mod hyper;
 mod idle_queue;
 mod idle_timeout;
 mod kind;
+#[cfg(feature = "quinn")]
+#[cfg_attr(docsrs, doc(cfg(feature = "quinn")))]
+pub mod quinn;
 mod sleep;
 mod slot_timer;
 mod stats;
