@@ -97,3 +97,9 @@ fn udp_sessions_expires_exactly_the_quiet_sessions() {
         &["--duration", "1", "--idle-ms", "200", "--sessions", "2000"],
     );
 }
+
+#[cfg(feature = "quinn")]
+#[test]
+fn quinn_bulk_moves_everything_on_both_runtimes() {
+    run("quinn_bulk", &["--duration", "1"]);
+}
