@@ -50,6 +50,14 @@ fn real_elapsed(created: std::time::Instant, wait: impl FnOnce() + Send + 'stati
     })
 }
 
+/// A `SlotTimer` created on `home` with `kind` due `HOME_DEADLINE` from now.
+fn slot_timer_on(home: &tokio::runtime::Runtime, kind: Kind) -> SlotTimer<Kind> {
+    let _guard = home.enter();
+    let mut timer = SlotTimer::<Kind>::new();
+    timer.set_after(kind, HOME_DEADLINE);
+    timer
+}
+
 // 1. `SlotTimer::expired()` polled from a paused runtime or a plain executor must wait
 //    for the home runtime's entry instead of spinning inside one poll.
 
@@ -57,12 +65,7 @@ fn real_elapsed(created: std::time::Instant, wait: impl FnOnce() + Send + 'stati
 fn slot_timer_polled_from_a_paused_runtime_does_not_spin() {
     let home = home();
     let created = std::time::Instant::now();
-    let mut timer = {
-        let _guard = home.enter();
-        let mut timer = SlotTimer::<Kind>::new();
-        timer.set_after(Kind::A, HOME_DEADLINE);
-        timer
-    };
+    let mut timer = slot_timer_on(&home, Kind::A);
     let took = real_elapsed(created, move || {
         let away = paused_runtime();
         let expired = away.block_on(timer.expired());
@@ -79,12 +82,7 @@ fn slot_timer_polled_from_a_plain_thread_after_a_paused_jump_does_not_spin() {
     let away = paused_runtime();
     // The away runtime's clock jumps an hour ahead of home's.
     away.block_on(tokio::time::advance(Duration::from_secs(3600)));
-    let mut timer = {
-        let _guard = home.enter();
-        let mut timer = SlotTimer::<Kind>::new();
-        timer.set_after(Kind::A, HOME_DEADLINE);
-        timer
-    };
+    let mut timer = slot_timer_on(&home, Kind::A);
     let took = real_elapsed(created, move || {
         let _in_away = away.enter();
         let expired = block_on_plain(timer.expired());
@@ -124,12 +122,7 @@ fn idle_timeout_is_not_early_by_its_own_runtime_clock() {
 fn slot_timer_is_not_early_by_its_own_runtime_clock() {
     let home = home();
     let created = std::time::Instant::now();
-    let mut timer = {
-        let _guard = home.enter();
-        let mut timer = SlotTimer::<Kind>::new();
-        timer.set_after(Kind::B, HOME_DEADLINE);
-        timer
-    };
+    let mut timer = slot_timer_on(&home, Kind::B);
     let took = real_elapsed(created, move || {
         poll_in_a_runtime_an_hour_ahead(async move {
             assert!(timer.expired().await.contains(Kind::B));

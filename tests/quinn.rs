@@ -29,6 +29,19 @@ fn transport(idle: Duration, keep_alive: Option<Duration>) -> TransportConfig {
     transport
 }
 
+/// A server and a client endpoint on `LazyRuntime`, both with `idle` as their idle
+/// timeout; the client also sends keep-alives every `client_keep_alive`.
+fn lazy_endpoints(
+    idle: Duration,
+    client_keep_alive: Option<Duration>,
+) -> (Endpoint, Endpoint, std::net::SocketAddr) {
+    quic::endpoints(
+        Arc::new(LazyRuntime),
+        transport(idle, None),
+        transport(idle, client_keep_alive),
+    )
+}
+
 async fn connect(
     client: &Endpoint,
     server: &Endpoint,
@@ -75,11 +88,7 @@ async fn echo(conn: &quinn::Connection, message: Vec<u8>) {
 #[tokio::test]
 async fn many_streams_echo_on_lazy_runtime() {
     let idle = Duration::from_secs(10);
-    let (server, client, addr) = quic::endpoints(
-        Arc::new(LazyRuntime),
-        transport(idle, None),
-        transport(idle, None),
-    );
+    let (server, client, addr) = lazy_endpoints(idle, None);
     spawn_echo_server(server);
     let conn = timeout(HANG, client.connect(addr, quic::SERVER_NAME).unwrap())
         .await
@@ -103,11 +112,7 @@ async fn many_streams_echo_on_lazy_runtime() {
 async fn bulk_transfer_on_lazy_runtime() {
     const BYTES: usize = 32 << 20;
     let idle = Duration::from_secs(10);
-    let (server, client, addr) = quic::endpoints(
-        Arc::new(LazyRuntime),
-        transport(idle, None),
-        transport(idle, None),
-    );
+    let (server, client, addr) = lazy_endpoints(idle, None);
     let (client_conn, server_conn) = timeout(HANG, connect(&client, &server, addr))
         .await
         .expect("handshake in time");
@@ -136,11 +141,7 @@ async fn bulk_transfer_on_lazy_runtime() {
 #[tokio::test]
 async fn a_silent_connection_is_closed_by_the_idle_timeout_not_before() {
     let idle = Duration::from_millis(300);
-    let (server, client, addr) = quic::endpoints(
-        Arc::new(LazyRuntime),
-        transport(idle, None),
-        transport(idle, None),
-    );
+    let (server, client, addr) = lazy_endpoints(idle, None);
     let (client_conn, server_conn) = timeout(HANG, connect(&client, &server, addr))
         .await
         .expect("handshake in time");
@@ -165,11 +166,7 @@ async fn a_silent_connection_is_closed_by_the_idle_timeout_not_before() {
 #[tokio::test]
 async fn keep_alive_holds_a_silent_connection_open_past_the_idle_timeout() {
     let idle = Duration::from_millis(300);
-    let (server, client, addr) = quic::endpoints(
-        Arc::new(LazyRuntime),
-        transport(idle, None),
-        transport(idle, Some(Duration::from_millis(50))),
-    );
+    let (server, client, addr) = lazy_endpoints(idle, Some(Duration::from_millis(50)));
     let (client_conn, server_conn) = timeout(HANG, connect(&client, &server, addr))
         .await
         .expect("handshake in time");
