@@ -220,6 +220,7 @@ impl IdleTimeout {
 impl Future for IdleTimeout {
     type Output = ();
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let owner = to_nanos(this.owner_activity.get());

@@ -219,6 +219,7 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut this = self.project();
         if *this.completed {

@@ -209,16 +209,25 @@ impl<K: TimerKind> SlotTimer<K> {
     /// Polls for expired kinds: `Ready` with the non-empty set of every kind whose
     /// deadline has passed (each then disarmed), or `Pending` with the waker stored
     /// for the earliest remaining deadline and for handles that set an earlier one.
+    #[inline]
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<KindSet<K>> {
         // Before reading `armed` or any slot: see the core's protocol.
         self.shared.register(cx.waker(), &mut self.memo);
-        // Fast path: nothing moved earlier than what is armed (or, with nothing
-        // armed, nothing was set at all), so only the entry can have news. Owner
-        // sets and handle sets that move earlier both lower `armed`.
+        // Fast path (inlined into the caller, as a `select!` loop polls it on every
+        // turn): nothing moved earlier than what is armed (or, with nothing armed,
+        // nothing was set at all), so only the entry can have news. Owner sets and
+        // handle sets that move earlier both lower `armed`.
         let unchanged = self.shared.armed() >= self.lazy.horizon();
         if unchanged && (!self.lazy.is_armed() || self.poll_entry(cx).is_pending()) {
             return Poll::Pending;
         }
+        self.collect_expired(cx)
+    }
+
+    /// The rest of [`poll_expired`](Self::poll_expired): the entry fired or a
+    /// deadline moved earlier, so collect, re-arm and report.
+    #[inline(never)]
+    fn collect_expired(&mut self, cx: &mut Context<'_>) -> Poll<KindSet<K>> {
         // A report may come without the entry firing in this poll (a kind set at or
         // before a time already witnessed): spend the budget as tokio's `Sleep` does.
         // Taken before anything is disarmed, so an exhausted budget loses nothing.
@@ -278,6 +287,7 @@ impl<K: TimerKind> SlotTimer<K> {
         }
     }
 
+    #[inline]
     fn poll_entry(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let poll = self.entry.as_mut().poll(cx);
         if poll.is_ready() {

@@ -45,6 +45,7 @@ pub struct WakerMemo {
 }
 
 impl WakerMemo {
+    #[inline]
     fn of(waker: &Waker) -> Self {
         Self {
             data: waker.data() as usize,
@@ -78,6 +79,7 @@ impl WakerSlot {
     /// Stores `waker` for the next `wake`, unless the slot still holds the same one
     /// (see the type docs). Whatever a waker stored before a `wake` that found the
     /// slot empty is visible after this call.
+    #[inline]
     pub fn register(&self, waker: &Waker, memo: &mut WakerMemo) {
         let id = WakerMemo::of(waker);
         // Relaxed: a stale `true` implies a wake to this same waker is in flight
@@ -85,6 +87,13 @@ impl WakerSlot {
         if *memo == id && self.full.load(Ordering::Relaxed) {
             return;
         }
+        self.store(waker, memo, id);
+    }
+
+    /// The locked part of [`register`](Self::register), kept out of line so the
+    /// unchanged-waker check inlines into every poll.
+    #[inline(never)]
+    fn store(&self, waker: &Waker, memo: &mut WakerMemo, id: WakerMemo) {
         let mut slot = self.slot();
         match slot.as_mut() {
             Some(stored) if stored.will_wake(waker) => {}

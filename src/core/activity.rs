@@ -87,6 +87,7 @@ impl ActivityShared {
 
     /// The owner's poll: register the waker *before* reading the shared state, then
     /// decide what to do with the runtime entry.
+    #[inline]
     pub fn poll_step(
         &self,
         waker: &Waker,

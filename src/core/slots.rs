@@ -135,6 +135,7 @@ impl SlotShared {
 
     /// Registers the owner's waker; call before reading any slot or `armed`, so a
     /// wake for a store the owner misses is delivered to this waker.
+    #[inline]
     pub fn register(&self, waker: &Waker, memo: &mut WakerMemo) {
         self.waker.register(waker, memo);
     }
