@@ -99,7 +99,24 @@ impl Drop for Counted {
 #[derive(Debug)]
 struct Counting {
     lazy: bool,
+    /// The runtime measured (`TokioRuntime` or `LazyRuntime`): everything but timers.
+    inner: Box<dyn Runtime>,
     counters: Arc<Counters>,
+}
+
+impl Counting {
+    fn new(lazy: bool, counters: Arc<Counters>) -> Self {
+        let inner: Box<dyn Runtime> = if lazy {
+            Box::new(LazyRuntime)
+        } else {
+            Box::new(TokioRuntime)
+        };
+        Self {
+            lazy,
+            inner,
+            counters,
+        }
+    }
 }
 
 impl Runtime for Counting {
@@ -118,30 +135,18 @@ impl Runtime for Counting {
     }
 
     fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
-        if self.lazy {
-            LazyRuntime.spawn(future)
-        } else {
-            TokioRuntime.spawn(future)
-        }
+        self.inner.spawn(future)
     }
 
     fn wrap_udp_socket(
         &self,
         socket: std::net::UdpSocket,
     ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
-        if self.lazy {
-            LazyRuntime.wrap_udp_socket(socket)
-        } else {
-            TokioRuntime.wrap_udp_socket(socket)
-        }
+        self.inner.wrap_udp_socket(socket)
     }
 
     fn now(&self) -> Instant {
-        if self.lazy {
-            LazyRuntime.now()
-        } else {
-            TokioRuntime.now()
-        }
+        self.inner.now()
     }
 }
 
@@ -277,10 +282,7 @@ fn run(multi_thread: bool, lazy: bool, workload: Workload) -> Outcome {
             .build()
     }
     .unwrap();
-    let runtime = Arc::new(Counting {
-        lazy,
-        counters: counters.clone(),
-    });
+    let runtime = Arc::new(Counting::new(lazy, counters.clone()));
     let (cpu_before, started) = (cpu_seconds().unwrap_or(0.0), Instant::now());
     let complete = rt.block_on(async {
         let (server, client, addr) = quic::endpoints(runtime, transport(), transport());
