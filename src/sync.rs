@@ -4,13 +4,13 @@
 
 #[cfg(not(lazy_deadline_loom))]
 pub use std::sync::{
-    atomic::{fence, AtomicBool, AtomicU64, Ordering},
+    atomic::{fence, AtomicU64, Ordering},
     Arc, Mutex,
 };
 
 #[cfg(lazy_deadline_loom)]
 pub use loom::sync::{
-    atomic::{fence, AtomicBool, AtomicU64, Ordering},
+    atomic::{fence, AtomicU64, Ordering},
     Arc, Mutex,
 };
 
@@ -18,22 +18,25 @@ use std::task::Waker;
 
 /// One waker slot shared between the owner (who registers) and handles (who wake).
 ///
-/// A mutex-guarded `Option<Waker>` plus `full`, which is changed only under the lock.
-/// The point of `full` is the owner's fast path: a `select!` loop polls its timer on
-/// every iteration, and re-registering the same waker each time (what an
+/// A mutex-guarded `Option<Waker>`. Only the owner stores into it, and a wake *clones*
+/// the stored waker rather than taking it out, so the slot keeps the owner's last
+/// waker until the owner registers another one or goes away ([`clear`](Self::clear)).
+/// That is what makes the owner's fast path a plain compare: a `select!` loop polls
+/// its timer on every iteration, and re-registering the same waker each time (what an
 /// `AtomicWaker` does: two CASes) doubled the cost of a pending poll. The owner
-/// remembers which waker it stored last ([`WakerMemo`]) and skips the lock when the
-/// slot is still full with that waker.
+/// remembers which waker it stored last ([`WakerMemo`]); when the poll's waker is that
+/// one, the slot already holds it, and nobody else can have changed it, so there is
+/// nothing to do: no lock, no atomic.
 ///
-/// Why the skip is safe: only the owner stores into the slot, so a full slot holds the
-/// owner's last waker. If the owner reads `full == true` but a handle has just emptied
-/// the slot, that handle is waking exactly this (equivalent) waker, so the owner is
-/// polled again, and the wake's hand-off through the scheduler makes `full == false`
-/// visible to that poll, which registers. The usual register-then-read / store-then-
-/// wake guarantee comes from the mutex: the two critical sections are totally ordered.
+/// The usual register-then-read / store-then-wake guarantee: a handle's wake locks,
+/// clones whatever the slot holds and wakes it. If the owner registered under the lock
+/// first, its waker is what the handle wakes; if the owner skipped registering, the
+/// slot holds the equivalent waker the owner stored earlier, so the owner is polled
+/// again, and the wake's hand-off through the scheduler makes the handle's store
+/// visible to that poll. If the handle's critical section comes first, the owner's
+/// later lock (when it registers a new waker) orders the store before its read.
 pub struct WakerSlot {
     waker: Mutex<Option<Waker>>,
-    full: AtomicBool,
 }
 
 /// The identity of the waker the owner stored last (`Waker::data` and `vtable`
@@ -59,7 +62,6 @@ impl WakerSlot {
     pub fn new() -> Self {
         Self {
             waker: Mutex::new(None),
-            full: AtomicBool::new(false),
         }
     }
 
@@ -76,15 +78,14 @@ impl WakerSlot {
         guard
     }
 
-    /// Stores `waker` for the next `wake`, unless the slot still holds the same one
-    /// (see the type docs). Whatever a waker stored before a `wake` that found the
-    /// slot empty is visible after this call.
+    /// Stores `waker` for the next `wake`, unless the owner stored this same waker
+    /// last (`memo`), in which case the slot still holds it (see the type docs).
+    /// Whatever a waker stored before a `wake` that ran before this call is visible
+    /// after it.
     #[inline]
     pub fn register(&self, waker: &Waker, memo: &mut WakerMemo) {
         let id = WakerMemo::of(waker);
-        // Relaxed: a stale `true` implies a wake to this same waker is in flight
-        // (type docs); a stale `false` only costs a lock.
-        if *memo == id && self.full.load(Ordering::Relaxed) {
+        if *memo == id {
             return;
         }
         self.store(waker, memo, id);
@@ -99,29 +100,24 @@ impl WakerSlot {
             Some(stored) if stored.will_wake(waker) => {}
             _ => *slot = Some(waker.clone()),
         }
-        // Relaxed: written under the lock; the lock orders it with `wake`.
-        self.full.store(true, Ordering::Relaxed);
         drop(slot);
         *memo = id;
     }
 
-    /// Wakes (and removes) the registered waker, if any.
+    /// Wakes the registered waker, if any, and leaves it registered. The clone is
+    /// woken outside the lock, so a waker that polls the owner at once cannot
+    /// deadlock on this slot.
     pub fn wake(&self) {
-        if let Some(waker) = self.take() {
+        let waker = self.slot().clone();
+        if let Some(waker) = waker {
             waker.wake();
         }
     }
 
     /// Drops the registered waker without waking it (the owner is going away).
     pub fn clear(&self) {
-        drop(self.take());
-    }
-
-    fn take(&self) -> Option<Waker> {
-        let mut slot = self.slot();
-        // Relaxed: written under the lock (see `register`).
-        self.full.store(false, Ordering::Relaxed);
-        slot.take()
+        let waker = self.slot().take();
+        drop(waker);
     }
 }
 
@@ -133,8 +129,6 @@ impl Default for WakerSlot {
 
 impl std::fmt::Debug for WakerSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WakerSlot")
-            .field("full", &self.full.load(Ordering::Relaxed))
-            .finish()
+        f.debug_struct("WakerSlot").finish_non_exhaustive()
     }
 }

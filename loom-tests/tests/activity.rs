@@ -95,9 +95,9 @@ fn shortening_is_seen_or_wakes() {
     });
 }
 
-/// The owner's registration skip (same waker, slot still full) against a handle that
-/// shortens twice: each shortening wakes, so a wake that emptied the slot between the
-/// owner's polls makes it register again and the second wake is not lost. The owner
+/// The owner's registration skip (same waker as it stored last) against a handle that
+/// shortens twice: each shortening wakes, and a wake leaves the waker in the slot, so
+/// the second wake is not lost though the owner never registers again. The owner
 /// polls again after every wake, as a task does.
 #[test]
 fn registration_skip_never_loses_a_wake() {

@@ -46,7 +46,7 @@ fn handle_set_earlier_races_owner_arming() {
 
 /// The owner's fast path (register, read `armed`, compare with its entry) against a
 /// handle setting an earlier deadline. The second poll is by the same task, so its
-/// registration may be skipped (slot still full): the owner notices, or is woken.
+/// registration is skipped (same waker as stored): the owner notices, or is woken.
 #[test]
 fn handle_set_earlier_races_owner_fast_path() {
     loom::model(|| {

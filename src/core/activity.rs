@@ -13,8 +13,9 @@
 //!   owner registers its waker, then reads. The slot's mutex orders the two: either
 //!   the owner's register comes after the wake (and its read sees the store), or the
 //!   wake comes after the register (and wakes the owner, whose next poll reads
-//!   again). When the owner skips re-registering (same waker, slot still full), a
-//!   wake that emptied the slot meanwhile was for this very task (`WakerSlot`).
+//!   again). When the owner skips re-registering (same waker as it stored last),
+//!   the slot still holds that waker: wakes clone it and never take it out
+//!   (`WakerSlot`).
 
 use super::{LazyEntry, Step};
 use crate::sync::{Arc, AtomicU64, Ordering::Relaxed, WakerMemo, WakerSlot};
