@@ -3,7 +3,7 @@
 use crate::core::activity::ActivityShared;
 use crate::core::{LazyEntry, Step, MAX_ROUNDS, SATURATED};
 use crate::stats::Stats;
-use crate::sync::{Arc, WakerMemo};
+use crate::sync::{entry_waker, Arc, WakerMemo};
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
 use std::cell::Cell;
 use std::fmt;
@@ -240,9 +240,19 @@ impl Future for IdleTimeout {
                     this.entry.as_mut().reset(from_nanos(at));
                     this.stats.registrations += 1;
                 }
-                Step::Wait => {}
+                Step::Wait => {
+                    // The pending fast path: the entry raises the flag when it fires,
+                    // so until then there is nothing to poll.
+                    if !this.lazy.is_armed() || !this.shared.take_entry_fired() {
+                        return Poll::Pending;
+                    }
+                }
             }
-            if !this.lazy.is_armed() || this.entry.as_mut().poll(cx).is_pending() {
+            // Polled with the shared state's waker: its fire raises the flag and
+            // wakes whichever task owns the timer by then.
+            let waker = entry_waker(&this.shared);
+            let entry = this.entry.as_mut().poll(&mut Context::from_waker(&waker));
+            if entry.is_pending() {
                 return Poll::Pending;
             }
             this.stats.entry_fires += 1;

@@ -4,7 +4,7 @@ use crate::core::slots::SlotShared;
 use crate::core::{LazyEntry, Step, MAX_ROUNDS, NEVER, SATURATED};
 use crate::kind::{KindSet, TimerKind};
 use crate::stats::Stats;
-use crate::sync::{Arc, WakerMemo};
+use crate::sync::{entry_waker, Arc, WakerMemo};
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
 use futures::Stream;
 use std::fmt;
@@ -215,10 +215,10 @@ impl<K: TimerKind> SlotTimer<K> {
         self.shared.register(cx.waker(), &mut self.memo);
         // Fast path (inlined into the caller, as a `select!` loop polls it on every
         // turn): nothing moved earlier than what is armed (or, with nothing armed,
-        // nothing was set at all), so only the entry can have news. Owner sets and
-        // handle sets that move earlier both lower `armed`.
-        let unchanged = self.shared.armed() >= self.lazy.horizon();
-        if unchanged && (!self.lazy.is_armed() || self.poll_entry(cx).is_pending()) {
+        // nothing was set at all), and the entry has not fired. Owner sets and handle
+        // sets that move earlier lower `armed`, and so does the entry's waker when it
+        // fires, so the entry itself need not be polled here.
+        if self.shared.armed() >= self.lazy.horizon() {
             return Poll::Pending;
         }
         self.collect_expired(cx)
@@ -246,9 +246,9 @@ impl<K: TimerKind> SlotTimer<K> {
                 Step::Arm(at) => {
                     self.entry.as_mut().reset(from_nanos(at));
                     self.stats.registrations += 1;
-                    self.poll_entry(cx).is_ready()
+                    self.poll_entry().is_ready()
                 }
-                Step::Wait => self.lazy.is_armed() && self.poll_entry(cx).is_ready(),
+                Step::Wait => self.lazy.is_armed() && self.poll_entry().is_ready(),
             };
             rounds += 1;
             if !again {
@@ -287,9 +287,12 @@ impl<K: TimerKind> SlotTimer<K> {
         }
     }
 
-    #[inline]
-    fn poll_entry(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let poll = self.entry.as_mut().poll(cx);
+    /// Polls the runtime entry with the shared state's waker, so that its firing
+    /// lowers `armed` and wakes whichever task owns the timer by then. Only called
+    /// after a collection, which is what clears a previous fire's signal.
+    fn poll_entry(&mut self) -> Poll<()> {
+        let waker = entry_waker(&self.shared);
+        let poll = self.entry.as_mut().poll(&mut Context::from_waker(&waker));
         if poll.is_ready() {
             self.stats.entry_fires += 1;
             self.lazy.fired();

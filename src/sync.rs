@@ -4,17 +4,32 @@
 
 #[cfg(not(lazy_deadline_loom))]
 pub use std::sync::{
-    atomic::{fence, AtomicU64, Ordering},
+    atomic::{fence, AtomicBool, AtomicU64, Ordering},
     Arc, Mutex,
 };
 
 #[cfg(lazy_deadline_loom)]
 pub use loom::sync::{
-    atomic::{fence, AtomicU64, Ordering},
+    atomic::{fence, AtomicBool, AtomicU64, Ordering},
     Arc, Mutex,
 };
 
 use std::task::Waker;
+
+/// The waker an owner polls its runtime entry with: waking it runs the shared
+/// state's `Wake` impl (the entry fired), which tells the owner without the owner
+/// having to poll the entry on every turn.
+#[cfg(not(lazy_deadline_loom))]
+pub fn entry_waker<T: std::task::Wake + Send + Sync + 'static>(shared: &Arc<T>) -> Waker {
+    Waker::from(shared.clone())
+}
+
+/// Under loom the adapters compile but never run (the models drive the core, and
+/// call its `entry_fired` directly), and loom's `Arc` is not std's.
+#[cfg(lazy_deadline_loom)]
+pub fn entry_waker<T>(_shared: &Arc<T>) -> Waker {
+    Waker::noop().clone()
+}
 
 /// One waker slot shared between the owner (who registers) and handles (who wake).
 ///

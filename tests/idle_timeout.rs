@@ -91,6 +91,24 @@ async fn shortening_from_a_handle_wakes_and_takes_effect() {
     assert_eq!(Instant::now(), start + ms(30));
 }
 
+/// A pending poll does not poll the runtime entry (the entry fires through a waker
+/// of the timer's own), so the fire must reach whichever waker polled last, also one
+/// that only ever took the fast path: a timer moved to another task.
+#[tokio::test(start_paused = true)]
+async fn the_fire_wakes_the_last_poller_not_the_first() {
+    let mut idle = IdleTimeout::new(ms(50));
+    let (first, first_waker) = CountingWaker::new();
+    let (last, last_waker) = CountingWaker::new();
+    assert!(poll_with(Pin::new(&mut idle), &first_waker).is_pending()); // arms
+    assert!(poll_with(Pin::new(&mut idle), &last_waker).is_pending()); // fast path
+    time::advance(ms(49)).await;
+    assert_eq!((first.wakes(), last.wakes()), (0, 0), "woken early");
+    time::advance(ms(1)).await;
+    assert_eq!((first.wakes(), last.wakes()), (0, 1));
+    assert!(poll_with(Pin::new(&mut idle), &last_waker).is_ready());
+    assert_eq!(idle.stats().registrations, 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn lengthening_is_lazy_and_wakes_nobody() {
     let start = Instant::now();

@@ -6,6 +6,7 @@ mod common;
 use common::{ms, poll_once, poll_with, CountingWaker};
 use futures::StreamExt;
 use lazy_deadline::{timer_kinds, KindSet, SlotTimer, TimerKind};
+use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::time::{self, Instant};
@@ -138,6 +139,26 @@ async fn handle_on_another_task_sets_an_earlier_deadline() {
     assert_eq!(Instant::now(), start + ms(15));
     assert_eq!(kinds(timer.expired().await), [Tcp::Rto]);
     assert_eq!(Instant::now(), start + ms(300));
+}
+
+/// A pending poll does not poll the runtime entry (the entry fires through a waker
+/// of the timer's own), so the fire must reach whichever waker polled last, also one
+/// that only ever took the fast path: a timer moved to another task.
+#[tokio::test(start_paused = true)]
+async fn the_fire_wakes_the_last_poller_not_the_first() {
+    let mut timers = SlotTimer::<Tcp>::new();
+    timers.set_after(Tcp::Rto, ms(50));
+    let (first, first_waker) = CountingWaker::new();
+    let (last, last_waker) = CountingWaker::new();
+    assert!(poll_with(pin!(timers.expired()), &first_waker).is_pending()); // arms
+    assert!(poll_with(pin!(timers.expired()), &last_waker).is_pending()); // fast path
+    time::advance(ms(49)).await;
+    assert_eq!((first.wakes(), last.wakes()), (0, 0), "woken early");
+    time::advance(ms(1)).await;
+    assert_eq!((first.wakes(), last.wakes()), (0, 1));
+    let expired = poll_with(pin!(timers.expired()), &last_waker);
+    assert!(matches!(expired, Poll::Ready(set) if kinds(set) == [Tcp::Rto]));
+    assert_eq!(timers.stats().registrations, 1);
 }
 
 #[tokio::test(start_paused = true)]

@@ -10,7 +10,7 @@ use lazy_deadline::sync::WakerMemo;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use support::WakeFlag;
+use support::{EntryStub, WakeFlag};
 
 /// Concurrent `touch_at` from two handles never moves last activity backwards: each
 /// toucher reads back at least its own time, and the end state is the maximum.
@@ -205,6 +205,47 @@ fn repeated_polls_converge() {
                 Step::Wait => assert!(matches!(first, Step::Arm(50) | Step::Arm(20))),
                 other => panic!("after the wake the owner decided {other:?}"),
             }
+        }
+    });
+}
+
+/// The owner's pending fast path does not poll its runtime entry: the entry is
+/// polled with a waker that raises `entry_fired` and wakes the owner. The fire races
+/// the owner's poll (which clears the flag before polling the entry): the owner sees
+/// the fire in this poll, or is woken and sees it in the next. The owner polls as
+/// `IdleTimeout::poll` does.
+#[test]
+fn entry_fire_races_owner_poll() {
+    loom::model(|| {
+        let shared = ActivityShared::new(0, 1_000);
+        let (flag, waker) = WakeFlag::new();
+        let mut lazy = LazyEntry::new();
+        let mut memo = WakerMemo::default();
+        assert_eq!(
+            shared.poll_step(&waker, &mut memo, 0, &mut lazy),
+            Step::Arm(1_000)
+        );
+        let entry = Arc::new(EntryStub::registered());
+        let driver = {
+            let (shared, entry) = (shared.clone(), entry.clone());
+            thread::spawn(move || entry.fire(|| shared.entry_fired()))
+        };
+        let mut poll = || {
+            assert_eq!(
+                shared.poll_step(&waker, &mut memo, 0, &mut lazy),
+                Step::Wait
+            );
+            shared.take_entry_fired() && entry.poll()
+        };
+        let wakes_before = flag.count();
+        let seen = poll();
+        driver.join().unwrap();
+        if !seen {
+            assert!(
+                flag.count() > wakes_before,
+                "the entry fired, nobody was told"
+            );
+            assert!(poll(), "woken, but the poll still misses the fire");
         }
     });
 }

@@ -10,7 +10,7 @@ use lazy_deadline::sync::{WakerMemo, WakerSlot};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use support::WakeFlag;
+use support::{EntryStub, WakeFlag};
 
 /// A handle sets a deadline earlier than what the owner is about to arm, while the
 /// owner collects and publishes `armed`: the owner's armed deadline ends up no later
@@ -255,5 +255,53 @@ fn register_racing_wake_is_delivered() {
         let seen = data.load(Ordering::Relaxed);
         waker_thread.join().unwrap();
         assert!(seen || flag.woken(), "wake lost");
+    });
+}
+
+/// The owner's pending fast path no longer polls its runtime entry: the entry is
+/// polled with a waker that lowers `armed` and wakes the owner (`entry_fired`). The
+/// fire races the owner's poll, slow path included (a collection overwrites the
+/// signal, then polls the entry): the owner sees the fire in this poll, or is woken
+/// and sees it in the next. The owner polls as `SlotTimer::poll_expired` does.
+#[test]
+fn entry_fire_races_owner_poll() {
+    loom::model(|| {
+        let shared = SlotShared::new(2);
+        shared.store_owner(0, 100);
+        shared.store_owner(1, 300);
+        let (flag, waker) = WakeFlag::new();
+        let mut memo = WakerMemo::default();
+        shared.register(&waker, &mut memo);
+        let mut horizon = shared.collect(0).next; // the entry is armed at 100
+        let entry = Arc::new(EntryStub::registered());
+        let driver = {
+            let (shared, entry) = (shared.clone(), entry.clone());
+            thread::spawn(move || entry.fire(|| shared.entry_fired()))
+        };
+        // One owner poll: fast path, or collect (clock still before 100) and poll
+        // the entry, which is still armed at 100 (the collection finds it next).
+        let mut poll = |horizon: &mut u64| {
+            shared.register(&waker, &mut memo);
+            if shared.armed() >= *horizon {
+                return false;
+            }
+            let collected = shared.collect(0);
+            assert_eq!(collected.next, 100);
+            *horizon = collected.next;
+            entry.poll()
+        };
+        let wakes_before = flag.count();
+        let seen = poll(&mut horizon);
+        driver.join().unwrap();
+        if !seen {
+            assert!(
+                flag.count() > wakes_before,
+                "the entry fired, nobody was told"
+            );
+            assert!(
+                poll(&mut horizon),
+                "woken, but the poll still misses the fire"
+            );
+        }
     });
 }

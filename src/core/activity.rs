@@ -16,9 +16,14 @@
 //!   again). When the owner skips re-registering (same waker as it stored last),
 //!   the slot still holds that waker: wakes clone it and never take it out
 //!   (`WakerSlot`).
+//! - The owner's runtime entry firing must reach the owner without the owner polling
+//!   the entry on every turn: the entry is polled with a waker that raises
+//!   `entry_fired` and then wakes the owner (store-then-wake, as above). The owner
+//!   looks at the flag after registering; it clears it before polling the entry, so
+//!   a fire after the clear raises it again, and one before it is seen by that poll.
 
 use super::{LazyEntry, Step};
-use crate::sync::{Arc, AtomicU64, Ordering::Relaxed, WakerMemo, WakerSlot};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering::Relaxed, WakerMemo, WakerSlot};
 use std::task::Waker;
 
 /// State shared by an `IdleTimeout` and its handles.
@@ -28,7 +33,9 @@ pub struct ActivityShared {
     handle_activity: AtomicU64,
     /// Timeout in nanoseconds (saturated).
     timeout: AtomicU64,
-    /// The owner's waker, for shortened timeouts.
+    /// Raised by the owner's runtime entry when it fires; cleared by the owner.
+    entry_fired: AtomicBool,
+    /// The owner's waker, for shortened timeouts and the entry's fires.
     waker: WakerSlot,
 }
 
@@ -38,6 +45,7 @@ impl ActivityShared {
         Arc::new(Self {
             handle_activity: AtomicU64::new(activity),
             timeout: AtomicU64::new(timeout),
+            entry_fired: AtomicBool::new(false),
             waker: WakerSlot::new(),
         })
     }
@@ -100,9 +108,44 @@ impl ActivityShared {
         entry.step(Some(self.deadline(owner_activity)))
     }
 
+    /// The owner's runtime entry fired (its waker was woken): raise the flag, then
+    /// wake the owner.
+    pub fn entry_fired(&self) {
+        // Relaxed: the wake that follows publishes it (the slot's mutex); see the
+        // module docs.
+        self.entry_fired.store(true, Relaxed);
+        self.waker.wake();
+    }
+
+    /// The owner's check after a [`Step::Wait`]: whether the entry fired since the
+    /// owner last polled it. Clears the flag when it was raised; the owner then
+    /// polls the entry.
+    #[inline]
+    pub fn take_entry_fired(&self) -> bool {
+        // Relaxed: read after `register` (module docs). Only the owner clears it, so
+        // a load then a store loses nothing: a fire after the store raises it again.
+        if self.entry_fired.load(Relaxed) {
+            self.entry_fired.store(false, Relaxed);
+            return true;
+        }
+        false
+    }
+
     /// The owner is gone: drop its waker so handles do not wake a stale task.
     pub fn owner_dropped(&self) {
         self.waker.clear();
+    }
+}
+
+/// The waker the owner polls its runtime entry with (see the module docs).
+#[cfg(not(lazy_deadline_loom))]
+impl std::task::Wake for ActivityShared {
+    fn wake(self: Arc<Self>) {
+        self.entry_fired();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.entry_fired();
     }
 }
 

@@ -24,6 +24,16 @@
 //!   owner's disarming CAS in every model loom explores (loom does not enforce RMW
 //!   atomicity against a concurrent plain store, tokio-rs/loom issue 254); the
 //!   `swap` also yields the previous value that lets a later re-set skip the fence.
+//! - **Entry fired**: the owner polls its runtime entry with a waker that calls
+//!   [`entry_fired`](SlotShared::entry_fired), which lowers `armed` to
+//!   [`ENTRY_FIRED`] and wakes the owner. So the owner's pending poll needs neither
+//!   its runtime entry nor a clock: while `armed` is at or above its horizon, no
+//!   handle moved anything earlier and the entry has not fired. `ENTRY_FIRED` (0) is
+//!   below every horizon because a live entry is never armed at 0 (a target of 0 is
+//!   always witnessed: `LazyEntry` fires it). It is the same signal as a handle
+//!   setting a deadline of 0 without a slot, so the argument above covers it; the
+//!   owner's collection overwrites it and then polls the entry, which sees the fire
+//!   or registers for it.
 //! - **Reporting**: the owner disarms a due slot with a CAS from the exact value it
 //!   judged due to `NEVER`, so each set is reported at most once, and a cancel or
 //!   re-set that lands first makes the CAS fail (the slot is judged again).
@@ -31,6 +41,10 @@
 use super::NEVER;
 use crate::sync::{fence, Arc, AtomicU64, Ordering, WakerMemo, WakerSlot};
 use std::task::Waker;
+
+/// What `armed` holds after the owner's runtime entry fired and before the owner's
+/// next collection: below any deadline a live entry is armed at.
+pub const ENTRY_FIRED: u64 = 0;
 
 /// State shared by a `SlotTimer` and its handles.
 #[derive(Debug)]
@@ -189,9 +203,30 @@ impl SlotShared {
             .unwrap_or(NEVER)
     }
 
+    /// The owner's runtime entry fired (its waker was woken): send the owner's next
+    /// poll down the slow path, and wake it.
+    pub fn entry_fired(&self) {
+        // Relaxed: lowers `armed` so the owner's fast path (register, then read
+        // `armed`) notices; the wake that follows publishes it (the slot's mutex).
+        self.armed.fetch_min(ENTRY_FIRED, Ordering::Relaxed);
+        self.waker.wake();
+    }
+
     /// The owner is gone: drop its waker so handles do not wake a stale task.
     pub fn owner_dropped(&self) {
         self.waker.clear();
+    }
+}
+
+/// The waker the owner polls its runtime entry with (see the module docs).
+#[cfg(not(lazy_deadline_loom))]
+impl std::task::Wake for SlotShared {
+    fn wake(self: Arc<Self>) {
+        self.entry_fired();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.entry_fired();
     }
 }
 

@@ -33,3 +33,43 @@ impl Wake for WakeFlag {
         self.0.fetch_add(1, Ordering::Release);
     }
 }
+
+/// A stand-in for tokio's timer entry, with the guarantee the owner relies on: a poll
+/// either sees the fire, or the fire comes after it and calls the registered waker.
+/// (tokio gets this lock-free from its entry state and `AtomicWaker`; a mutex gives
+/// the same guarantee in fewer states.) The "waker" is a closure standing for the
+/// shared state's `Wake` impl, since loom's `Arc` cannot make a std `Waker`.
+pub struct EntryStub {
+    state: loom::sync::Mutex<(bool, bool)>, // (fired, registered)
+}
+
+impl EntryStub {
+    /// An entry armed and already polled once (registered), not fired.
+    pub fn registered() -> Self {
+        Self {
+            state: loom::sync::Mutex::new((false, true)),
+        }
+    }
+
+    /// The driver fires the entry: marks it, then calls the waker if one is there.
+    pub fn fire(&self, wake: impl FnOnce()) {
+        let registered = {
+            let mut state = self.state.lock().unwrap();
+            state.0 = true;
+            std::mem::replace(&mut state.1, false)
+        };
+        if registered {
+            wake();
+        }
+    }
+
+    /// The owner polls it: `true` once fired; otherwise registers and says pending.
+    pub fn poll(&self) -> bool {
+        let mut state = self.state.lock().unwrap();
+        if state.0 {
+            return true;
+        }
+        state.1 = true;
+        false
+    }
+}
