@@ -1,5 +1,5 @@
 //! Hand-written baselines that mirror real stacks, arming TLP (now + 20 ms) and RTO
-//! (now + 200 ms) per packet. Shared by the criterion suites and `examples/compare.rs`
+//! (now + 200 ms) per packet. Shared by the criterion suites and `examples/compare/`
 //! (which includes this module by path), so both measure the same code.
 
 use super::{registered_sleep, registered_slot_timer, Tcp, RTO, TLP};

@@ -17,120 +17,26 @@
 //! criterion suite in `benches/` has the statistics.
 
 // The criterion suites' helpers and hand-written peers, so both measure the same code.
-#[path = "../benches/common/mod.rs"]
+#[path = "../../benches/common/mod.rs"]
 mod common;
+mod table;
 
 use common::peers::{packets, KernelStyle, Peer, QuinnStyle, SlotBatch, TwoSleeps};
-use common::{poll_once, registered_slot_timer, Rng, Tcp, IDLE, PACKET, RTO, TLP};
+use common::{
+    poll_once, registered_lazy_sleep, registered_sleep, registered_slot_timer, Rng, Tcp, IDLE,
+    PACKET, RTO, TLP,
+};
 use lazy_deadline::{IdleQueue, IdleTimeout, Key, SlotTimer};
 use std::hint::black_box;
 use std::pin::Pin;
 use std::time::Duration;
+use table::Bench;
 use tokio::time::Instant;
 use tokio_util::time::DelayQueue;
 
 /// The many-keys rows: one task owning this many idle timeouts.
 const QUEUE_KEYS: usize = 100_000;
 const QUEUE_TIMEOUT: Duration = Duration::from_secs(30);
-
-struct Bench {
-    runs: usize,
-    scale: u64,
-    min_iters: u64,
-    rows: Vec<Row>,
-}
-
-struct Row {
-    section: &'static str,
-    workload: &'static str,
-    peer: &'static str,
-    peer_ns: f64,
-    ours: &'static str,
-    ours_ns: f64,
-}
-
-impl Bench {
-    /// Times `peer` and `ours` (each runs `iters` operations) alternately, `runs`
-    /// times, and records the median ns/op of each.
-    fn pair(
-        &mut self,
-        section: &'static str,
-        workload: &'static str,
-        iters: u64,
-        (peer, mut peer_fn): (&'static str, impl FnMut(u64)),
-        (ours, mut ours_fn): (&'static str, impl FnMut(u64)),
-    ) {
-        // Quick mode shortens rows, but never below `min_iters`: a row over a table
-        // larger than the cache needs enough touches to measure more than cold misses.
-        let iters = (iters / self.scale).max(self.min_iters).min(iters);
-        peer_fn(iters / 10); // warm up caches and lazily built state
-        ours_fn(iters / 10);
-        let (mut peer_runs, mut ours_runs) = (Vec::new(), Vec::new());
-        for _ in 0..self.runs {
-            peer_runs.push(time_ns(iters, &mut peer_fn));
-            ours_runs.push(time_ns(iters, &mut ours_fn));
-        }
-        self.rows.push(Row {
-            section,
-            workload,
-            peer,
-            peer_ns: median(peer_runs),
-            ours,
-            ours_ns: median(ours_runs),
-        });
-    }
-
-    fn print(&self) {
-        let width = |f: fn(&Row) -> &str, title: &str| {
-            self.rows
-                .iter()
-                .map(|r| f(r).chars().count())
-                .max()
-                .unwrap_or(0)
-                .max(title.len())
-        };
-        let (w, p, o) = (
-            width(|r| r.workload, "workload"),
-            width(|r| r.peer, "peer"),
-            width(|r| r.ours, "ours"),
-        );
-        println!(
-            "ratio = peer ns/op / ours ns/op (above 1: ours is faster); medians of {} runs",
-            self.runs
-        );
-        println!(
-            "{:<w$}  {:<p$} {:>8}  {:<o$} {:>8}  {:>7}",
-            "workload", "peer", "ns/op", "ours", "ns/op", "ratio"
-        );
-        let mut section = "";
-        for row in &self.rows {
-            if row.section != section {
-                section = row.section;
-                println!("-- {section}");
-            }
-            println!(
-                "{:<w$}  {:<p$} {:>8.1}  {:<o$} {:>8.1}  {:>6.1}x",
-                row.workload,
-                row.peer,
-                row.peer_ns,
-                row.ours,
-                row.ours_ns,
-                row.peer_ns / row.ours_ns,
-            );
-        }
-    }
-}
-
-fn time_ns(iters: u64, f: &mut impl FnMut(u64)) -> f64 {
-    let start = std::time::Instant::now();
-    f(iters);
-    start.elapsed().as_nanos() as f64 / iters as f64
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn main() {
     let duration = std::env::args()
@@ -159,7 +65,10 @@ fn main() {
             .build()
     }
     .unwrap();
-    rt.block_on(async { hot_paths(&mut bench) });
+    rt.block_on(async {
+        hot_paths(&mut bench);
+        pending_polls(&mut bench);
+    });
     if !multi {
         driver_wakes(&mut bench);
     }
@@ -477,6 +386,49 @@ fn driver_wakes(bench: &mut Bench) {
             }),
         );
     });
+}
+
+/// One turn of a `select!` loop over a timer that is not due: a poll that returns
+/// `Pending`, with the same waker each time, as one task's loop polls it.
+fn pending_polls(bench: &mut Bench) {
+    let far = Instant::now() + Duration::from_secs(3600);
+    let mut theirs = registered_sleep(far);
+    let mut lazy = registered_lazy_sleep(far);
+    let mut idle = IdleTimeout::new(Duration::from_secs(3600));
+    let _ = poll_once(Pin::new(&mut idle));
+    let mut timers = registered_slot_timer(Instant::now());
+    pending_row(bench, theirs.as_mut(), "lazy Sleep", || {
+        poll_once(lazy.as_mut()).is_pending()
+    });
+    pending_row(bench, theirs.as_mut(), "IdleTimeout", || {
+        poll_once(Pin::new(&mut idle)).is_pending()
+    });
+    pending_row(bench, theirs.as_mut(), "SlotTimer (5 kinds)", || {
+        poll_once(std::pin::pin!(timers.expired())).is_pending()
+    });
+}
+
+fn pending_row(
+    bench: &mut Bench,
+    mut theirs: Pin<&mut tokio::time::Sleep>,
+    ours: &'static str,
+    mut poll_ours: impl FnMut() -> bool,
+) {
+    bench.pair(
+        "poll a timer that is not due (a select! loop's turn)",
+        "poll returning Pending",
+        2_000_000,
+        ("tokio Sleep", |n| {
+            for _ in 0..n {
+                black_box(poll_once(theirs.as_mut()).is_pending());
+            }
+        }),
+        (ours, |n| {
+            for _ in 0..n {
+                black_box(poll_ours());
+            }
+        }),
+    );
 }
 
 /// Runtime timer registrations per second of traffic, counted under a paused clock:
