@@ -220,32 +220,51 @@ impl Future for Sleep {
     type Output = ();
 
     #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Fast path (inlined into the caller, as a `select!` loop polls it on every
+        // turn): armed and not done, so only the entry can have news.
+        let this = self.as_mut().project();
+        if *this.polled && !*this.completed {
+            ready!(this.entry.poll(cx));
+            return self.entry_fired(cx);
+        }
+        self.poll_cold(cx)
+    }
+}
+
+impl Sleep {
+    /// The first poll, or a poll after completion.
+    #[inline(never)]
+    fn poll_cold(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.as_mut().project();
         if *this.completed {
             // Ready again without the entry: spend the task's budget as tokio's
             // `Sleep::poll` does, so a loop over a completed `Sleep` still yields.
             ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
             return Poll::Ready(());
         }
-        if !*this.polled {
-            // First poll: arm the entry once, at the final deadline, whatever the
-            // resets before it said (tokio registers on reset or first poll).
-            *this.polled = true;
-            this.stats.registrations += 1;
-            if *this.armed != *this.deadline {
-                this.entry.as_mut().reset(*this.deadline);
-                *this.armed = *this.deadline;
-            }
+        // First poll: arm the entry once, at the final deadline, whatever the resets
+        // before it said (tokio registers on reset or first poll).
+        *this.polled = true;
+        this.stats.registrations += 1;
+        if *this.armed != *this.deadline {
+            this.entry.as_mut().reset(*this.deadline);
+            *this.armed = *this.deadline;
         }
-        // At most two rounds: after a re-arm, `armed == deadline`. (tokio's entry
-        // spends the task's cooperative budget on each poll that returns ready.)
+        ready!(this.entry.as_mut().poll(cx));
+        self.entry_fired(cx)
+    }
+
+    /// The entry fired at `armed`: the owning runtime's clock is past it. That is
+    /// the only witness trusted; the polling context's clock may belong to another
+    /// runtime. Completes, or re-arms for a deadline that moved later meanwhile (at
+    /// most twice: after a re-arm, `armed == deadline`; tokio's entry spends the
+    /// task's cooperative budget on each poll that returns ready).
+    #[inline(never)]
+    fn entry_fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.project();
         loop {
-            ready!(this.entry.as_mut().poll(cx));
             this.stats.entry_fires += 1;
-            // The entry fired at `armed`: the owning runtime's clock is past it. That
-            // is the only witness trusted; the polling context's clock may belong to
-            // another runtime.
             if *this.deadline <= *this.armed {
                 // Keep the invariant for later resets: the entry stands at `armed`.
                 *this.completed = true;
@@ -256,6 +275,7 @@ impl Future for Sleep {
             this.entry.as_mut().reset(*this.deadline);
             *this.armed = *this.deadline;
             this.stats.registrations += 1;
+            ready!(this.entry.as_mut().poll(cx));
         }
     }
 }
