@@ -1,8 +1,10 @@
 //! `IdleQueue<T>`: many idle timeouts owned by one task, where a touch is a store.
 
 use crate::core::idle_queue::{IdleCore, Popped};
+use crate::core::signal::EntrySignal;
 use crate::core::{LazyEntry, Step, MAX_ROUNDS};
 use crate::stats::Stats;
+use crate::sync::{entry_waker, Arc, WakerMemo};
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
 use futures::Stream;
 use std::fmt;
@@ -113,8 +115,12 @@ pub struct IdleQueue<T> {
     stats: Stats,
     /// The runtime that owns `entry`: its clock decides "due" when polled inside it.
     owner: tokio::runtime::Id,
-    /// Boxed so the queue is `Unpin`; armed at the earliest check time.
+    /// Boxed so the queue is `Unpin`; armed at the earliest check time, and polled
+    /// with `signal`'s waker, so a pending poll reads the flag instead of the entry.
     entry: Pin<Box<tokio::time::Sleep>>,
+    signal: Arc<EntrySignal>,
+    /// Which waker `signal` holds, so unchanged polls skip re-registering.
+    memo: WakerMemo,
 }
 
 impl<T> IdleQueue<T> {
@@ -144,6 +150,8 @@ impl<T> IdleQueue<T> {
             stats: Stats::default(),
             owner: tokio::runtime::Handle::current().id(),
             entry,
+            signal: Arc::new(EntrySignal::new()),
+            memo: WakerMemo::default(),
         }
     }
 
@@ -285,11 +293,13 @@ impl<T> IdleQueue<T> {
     /// `Pending` with the waker stored for the earliest check time. Never
     /// `Ready(None)`-like: an empty queue is `Pending`.
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired<T>> {
-        // Fast path: nothing filed earlier than the armed entry, so only the entry
-        // can have news.
+        // Before reading the flag: see `core::signal`.
+        self.signal.register(cx.waker(), &mut self.memo);
+        // Fast path: nothing filed earlier than the armed entry, and the entry has
+        // not fired (its waker raises the flag), so there is nothing to do.
         let next = self.core.next_check();
         if next.is_none_or(|check| check >= self.lazy.horizon())
-            && (!self.lazy.is_armed() || self.poll_entry(cx).is_pending())
+            && (!self.lazy.is_armed() || !self.signal.entry_has_fired())
         {
             return Poll::Pending;
         }
@@ -317,12 +327,12 @@ impl<T> IdleQueue<T> {
                     Step::Arm(at) => {
                         self.entry.as_mut().reset(from_nanos(at));
                         self.stats.registrations += 1;
-                        if self.poll_entry(cx).is_pending() {
+                        if self.poll_entry().is_pending() {
                             return Poll::Pending;
                         }
                     }
                     Step::Wait => {
-                        if !self.lazy.is_armed() || self.poll_entry(cx).is_pending() {
+                        if !self.lazy.is_armed() || self.poll_entry().is_pending() {
                             return Poll::Pending;
                         }
                     }
@@ -349,8 +359,14 @@ impl<T> IdleQueue<T> {
         }
     }
 
-    fn poll_entry(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let poll = self.entry.as_mut().poll(cx);
+    /// Polls the runtime entry with the signal's waker, so that its firing raises
+    /// the flag and wakes whichever task owns the queue by then.
+    fn poll_entry(&mut self) -> Poll<()> {
+        // Lowered right before the poll, with no early return in between (a budget
+        // check here would drop the news): see `core::signal`.
+        self.signal.clear_entry_fired();
+        let waker = entry_waker(&self.signal);
+        let poll = self.entry.as_mut().poll(&mut Context::from_waker(&waker));
         if poll.is_ready() {
             self.stats.entry_fires += 1;
             self.lazy.fired();

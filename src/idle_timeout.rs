@@ -243,13 +243,15 @@ impl Future for IdleTimeout {
                 Step::Wait => {
                     // The pending fast path: the entry raises the flag when it fires,
                     // so until then there is nothing to poll.
-                    if !this.lazy.is_armed() || !this.shared.take_entry_fired() {
+                    if !this.lazy.is_armed() || !this.shared.entry_has_fired() {
                         return Poll::Pending;
                     }
                 }
             }
             // Polled with the shared state's waker: its fire raises the flag and
-            // wakes whichever task owns the timer by then.
+            // wakes whichever task owns the timer by then. The flag is lowered right
+            // before the poll, with no early return in between.
+            this.shared.clear_entry_fired();
             let waker = entry_waker(&this.shared);
             let entry = this.entry.as_mut().poll(&mut Context::from_waker(&waker));
             if entry.is_pending() {

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{ms, poll_once};
+use common::{ms, poll_once, poll_with, CountingWaker};
 use futures::StreamExt;
 use lazy_deadline::{Expired, IdleQueue, Key};
 use std::pin::pin;
@@ -236,6 +236,55 @@ async fn one_entry_armed_at_the_earliest_check() {
 }
 
 // 9. Cooperative: a mass expiry does not starve the runtime.
+
+/// A pending poll does not poll the runtime entry (the entry fires through a waker
+/// of the queue's own), so the fire must reach whichever waker polled last: a queue
+/// moved to another task.
+#[tokio::test(start_paused = true)]
+async fn the_fire_wakes_the_last_poller_not_the_first() {
+    let mut queue = IdleQueue::new(ms(50));
+    let key = queue.insert(());
+    let (first, first_waker) = CountingWaker::new();
+    let (last, last_waker) = CountingWaker::new();
+    assert!(poll_with(pin!(queue.expired()), &first_waker).is_pending()); // arms
+    assert!(poll_with(pin!(queue.expired()), &last_waker).is_pending()); // fast path
+    advance(ms(49)).await;
+    assert_eq!((first.wakes(), last.wakes()), (0, 0), "woken early");
+    advance(ms(1)).await;
+    assert_eq!((first.wakes(), last.wakes()), (0, 1));
+    let expired = poll_with(pin!(queue.expired()), &last_waker);
+    assert!(matches!(expired, Poll::Ready(e) if e.key() == key));
+    assert_eq!(queue.stats().registrations, 1);
+}
+
+/// The entry's fire is kept in a flag until the entry is polled: a poll that stops
+/// at tokio's exhausted coop budget before reaching the entry must not drop it.
+#[tokio::test(start_paused = true)]
+async fn a_fire_met_with_no_budget_left_is_kept_for_the_next_poll() {
+    let mut queue = IdleQueue::new(ms(10));
+    let key = queue.insert(());
+    assert!(poll_queue(&mut queue).is_pending()); // arms the entry
+    advance(ms(10)).await; // the entry fires: the flag is up
+    let mut spent = false;
+    let expired = tokio::time::timeout(
+        ms(1_000),
+        std::future::poll_fn(|cx| {
+            if !spent {
+                spent = true;
+                // Spend the task's whole budget, then poll the queue in that turn.
+                while let Poll::Ready(restore) = tokio::task::coop::poll_proceed(cx) {
+                    restore.made_progress();
+                }
+                assert!(queue.poll_expired(cx).is_pending(), "no budget: pending");
+                return Poll::Pending; // the budget check woke this task
+            }
+            queue.poll_expired(cx)
+        }),
+    )
+    .await
+    .expect("the fire was dropped with the budget");
+    assert_eq!(expired.key(), key);
+}
 
 #[tokio::test(start_paused = true)]
 async fn mass_expiry_drains_within_the_coop_budget() {

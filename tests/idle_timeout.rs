@@ -5,6 +5,7 @@ mod common;
 
 use common::{ms, poll_once, poll_with, CountingWaker};
 use lazy_deadline::IdleTimeout;
+use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 use tokio::time::{self, Instant};
@@ -107,6 +108,36 @@ async fn the_fire_wakes_the_last_poller_not_the_first() {
     assert_eq!((first.wakes(), last.wakes()), (0, 1));
     assert!(poll_with(Pin::new(&mut idle), &last_waker).is_ready());
     assert_eq!(idle.stats().registrations, 1);
+}
+
+/// The entry's fire is kept in a flag until the entry is polled: a poll that meets
+/// tokio's exhausted coop budget (inside the entry's own poll) must not drop it.
+#[tokio::test(start_paused = true)]
+async fn a_fire_met_with_no_budget_left_is_kept_for_the_next_poll() {
+    let mut idle = IdleTimeout::new(ms(10));
+    assert!(pending(&mut idle)); // arms the entry
+    time::advance(ms(10)).await; // the entry fires: the flag is up
+    let mut spent = false;
+    time::timeout(
+        ms(1_000),
+        std::future::poll_fn(|cx| {
+            if !spent {
+                spent = true;
+                // Spend the task's whole budget, then poll the timer in that turn.
+                while let std::task::Poll::Ready(restore) = tokio::task::coop::poll_proceed(cx) {
+                    restore.made_progress();
+                }
+                assert!(
+                    Pin::new(&mut idle).poll(cx).is_pending(),
+                    "no budget: pending"
+                );
+                return std::task::Poll::Pending; // the budget check woke this task
+            }
+            Pin::new(&mut idle).poll(cx)
+        }),
+    )
+    .await
+    .expect("the fire was dropped with the budget");
 }
 
 #[tokio::test(start_paused = true)]

@@ -406,6 +406,32 @@ fn pending_polls(bench: &mut Bench) {
     pending_row(bench, theirs.as_mut(), "SlotTimer (5 kinds)", || {
         poll_once(std::pin::pin!(timers.expired())).is_pending()
     });
+    // Many keys in one task: the queue's own pending poll, 1,000 keys each.
+    let mut delay_queue = DelayQueue::new();
+    let mut queue = IdleQueue::new(QUEUE_TIMEOUT);
+    for i in 0..1_000u32 {
+        delay_queue.insert(i, QUEUE_TIMEOUT);
+        queue.insert(i);
+    }
+    let waker = std::task::Waker::noop();
+    let _ = delay_queue.poll_expired(&mut std::task::Context::from_waker(waker));
+    let _ = poll_once(std::pin::pin!(queue.expired()));
+    bench.pair(
+        "poll a timer that is not due (a select! loop's turn)",
+        "poll returning Pending, 1,000 keys",
+        2_000_000,
+        ("DelayQueue::poll_expired", |n| {
+            let mut cx = std::task::Context::from_waker(waker);
+            for _ in 0..n {
+                black_box(delay_queue.poll_expired(&mut cx).is_pending());
+            }
+        }),
+        ("IdleQueue::expired", |n| {
+            for _ in 0..n {
+                black_box(poll_once(std::pin::pin!(queue.expired())).is_pending());
+            }
+        }),
+    );
 }
 
 fn pending_row(

@@ -235,7 +235,10 @@ fn entry_fire_races_owner_poll() {
                 shared.poll_step(&waker, &mut memo, 0, &mut lazy),
                 Step::Wait
             );
-            shared.take_entry_fired() && entry.poll()
+            shared.entry_has_fired() && {
+                shared.clear_entry_fired();
+                entry.poll()
+            }
         };
         let wakes_before = flag.count();
         let seen = poll();

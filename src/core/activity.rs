@@ -16,14 +16,13 @@
 //!   again). When the owner skips re-registering (same waker as it stored last),
 //!   the slot still holds that waker: wakes clone it and never take it out
 //!   (`WakerSlot`).
-//! - The owner's runtime entry firing must reach the owner without the owner polling
-//!   the entry on every turn: the entry is polled with a waker that raises
-//!   `entry_fired` and then wakes the owner (store-then-wake, as above). The owner
-//!   looks at the flag after registering; it clears it before polling the entry, so
-//!   a fire after the clear raises it again, and one before it is seen by that poll.
+//! - The owner's runtime entry firing reaches the owner through the same slot, with
+//!   a flag the owner reads instead of polling its entry on every turn
+//!   ([`EntrySignal`]).
 
+use super::signal::EntrySignal;
 use super::{LazyEntry, Step};
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering::Relaxed, WakerMemo, WakerSlot};
+use crate::sync::{Arc, AtomicU64, Ordering::Relaxed, WakerMemo};
 use std::task::Waker;
 
 /// State shared by an `IdleTimeout` and its handles.
@@ -33,10 +32,8 @@ pub struct ActivityShared {
     handle_activity: AtomicU64,
     /// Timeout in nanoseconds (saturated).
     timeout: AtomicU64,
-    /// Raised by the owner's runtime entry when it fires; cleared by the owner.
-    entry_fired: AtomicBool,
     /// The owner's waker, for shortened timeouts and the entry's fires.
-    waker: WakerSlot,
+    signal: EntrySignal,
 }
 
 impl ActivityShared {
@@ -45,8 +42,7 @@ impl ActivityShared {
         Arc::new(Self {
             handle_activity: AtomicU64::new(activity),
             timeout: AtomicU64::new(timeout),
-            entry_fired: AtomicBool::new(false),
-            waker: WakerSlot::new(),
+            signal: EntrySignal::new(),
         })
     }
 
@@ -82,7 +78,7 @@ impl ActivityShared {
         // owner's next register-then-read; see the module docs.
         let previous = self.timeout.swap(timeout, Relaxed);
         if timeout < previous {
-            self.waker.wake();
+            self.signal.wake();
         }
     }
 
@@ -104,36 +100,31 @@ impl ActivityShared {
         owner_activity: u64,
         entry: &mut LazyEntry,
     ) -> Step {
-        self.waker.register(waker, memo);
+        self.signal.register(waker, memo);
         entry.step(Some(self.deadline(owner_activity)))
     }
 
-    /// The owner's runtime entry fired (its waker was woken): raise the flag, then
-    /// wake the owner.
-    pub fn entry_fired(&self) {
-        // Relaxed: the wake that follows publishes it (the slot's mutex); see the
-        // module docs.
-        self.entry_fired.store(true, Relaxed);
-        self.waker.wake();
+    /// Whether the owner's runtime entry fired since the owner last polled it; see
+    /// [`EntrySignal::entry_has_fired`].
+    #[inline]
+    pub fn entry_has_fired(&self) -> bool {
+        self.signal.entry_has_fired()
     }
 
-    /// The owner's check after a [`Step::Wait`]: whether the entry fired since the
-    /// owner last polled it. Clears the flag when it was raised; the owner then
-    /// polls the entry.
+    /// The owner is about to poll its entry; see [`EntrySignal::clear_entry_fired`].
     #[inline]
-    pub fn take_entry_fired(&self) -> bool {
-        // Relaxed: read after `register` (module docs). Only the owner clears it, so
-        // a load then a store loses nothing: a fire after the store raises it again.
-        if self.entry_fired.load(Relaxed) {
-            self.entry_fired.store(false, Relaxed);
-            return true;
-        }
-        false
+    pub fn clear_entry_fired(&self) {
+        self.signal.clear_entry_fired();
+    }
+
+    /// The owner's runtime entry fired; see [`EntrySignal::entry_fired`].
+    pub fn entry_fired(&self) {
+        self.signal.entry_fired();
     }
 
     /// The owner is gone: drop its waker so handles do not wake a stale task.
     pub fn owner_dropped(&self) {
-        self.waker.clear();
+        self.signal.owner_dropped();
     }
 }
 

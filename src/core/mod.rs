@@ -41,6 +41,7 @@
 
 pub mod activity;
 pub mod idle_queue;
+pub mod signal;
 pub mod slots;
 
 /// "No deadline": an unset slot, or an entry that is not armed.
