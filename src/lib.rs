@@ -28,6 +28,11 @@
 //! - **A good tokio citizen**: no unbounded loop inside a poll, and ready paths spend
 //!   the task's cooperative budget where tokio's `Sleep::poll` does, so a loop over a
 //!   ready timer still lets the other tasks run.
+//! - **Cheap to poll while not due**: [`IdleTimeout`], [`SlotTimer`] and [`IdleQueue`]
+//!   poll their runtime entry with a waker of their own, so the entry's fire is
+//!   recorded in the timer and a pending poll (a `select!` loop's turn) is only the
+//!   timer's own state check, cheaper than polling a `tokio::time::Sleep`. A lazy
+//!   [`Sleep`] is a tokio `Sleep` plus two flags and polls like one.
 //! - **Bad input saturates like tokio**: `Duration::MAX`, deadlines in the past, far
 //!   future instants and zero timeouts never panic or overflow; a saturated clock or
 //!   deadline never turns "far future" into "due". The only panics are
