@@ -16,16 +16,29 @@ pub use loom::sync::{
 
 use std::task::Waker;
 
+/// What an owner's shared state must be to make the waker its runtime entry is
+/// polled with: its `Wake` impl records the fire and wakes the owner.
+#[cfg(not(lazy_deadline_loom))]
+pub trait EntryWake: std::task::Wake + Send + Sync + 'static {}
+#[cfg(not(lazy_deadline_loom))]
+impl<T: std::task::Wake + Send + Sync + 'static> EntryWake for T {}
+
+/// Under loom the adapters compile but never run (the models drive the core, and
+/// call its `entry_fired` directly), and loom's `Arc` is not std's.
+#[cfg(lazy_deadline_loom)]
+pub trait EntryWake {}
+#[cfg(lazy_deadline_loom)]
+impl<T> EntryWake for T {}
+
 /// The waker an owner polls its runtime entry with: waking it runs the shared
 /// state's `Wake` impl (the entry fired), which tells the owner without the owner
 /// having to poll the entry on every turn.
 #[cfg(not(lazy_deadline_loom))]
-pub fn entry_waker<T: std::task::Wake + Send + Sync + 'static>(shared: &Arc<T>) -> Waker {
+pub fn entry_waker<T: EntryWake>(shared: &Arc<T>) -> Waker {
     Waker::from(shared.clone())
 }
 
-/// Under loom the adapters compile but never run (the models drive the core, and
-/// call its `entry_fired` directly), and loom's `Arc` is not std's.
+/// Under loom: a no-op waker (see [`EntryWake`]).
 #[cfg(lazy_deadline_loom)]
 pub fn entry_waker<T>(_shared: &Arc<T>) -> Waker {
     Waker::noop().clone()
@@ -54,8 +67,9 @@ pub struct WakerSlot {
     waker: Mutex<Option<Waker>>,
 }
 
-/// The identity of the waker the owner stored last (`Waker::data` and `vtable`
-/// addresses, as `Waker::will_wake` compares them); zero when none.
+/// The identity of the waker the slot holds since the owner's last store
+/// (`Waker::data` and `vtable` addresses, as `Waker::will_wake` compares them); zero
+/// when none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WakerMemo {
     data: usize,
@@ -96,27 +110,41 @@ impl WakerSlot {
     /// Stores `waker` for the next `wake`, unless the owner stored this same waker
     /// last (`memo`), in which case the slot still holds it (see the type docs).
     /// Whatever a waker stored before a `wake` that ran before this call is visible
-    /// after it.
+    /// after it. Returns `true` when it stored (the poll's waker changed).
     #[inline]
-    pub fn register(&self, waker: &Waker, memo: &mut WakerMemo) {
-        let id = WakerMemo::of(waker);
-        if *memo == id {
-            return;
+    pub fn register(&self, waker: &Waker, memo: &mut WakerMemo) -> bool {
+        if *memo == WakerMemo::of(waker) {
+            return false;
         }
-        self.store(waker, memo, id);
+        self.store(waker, memo);
+        true
     }
 
     /// The locked part of [`register`](Self::register), kept out of line so the
     /// unchanged-waker check inlines into every poll.
+    ///
+    /// The memo records the waker the slot *holds* (the clone), not the caller's:
+    /// `RawWaker`'s contract lets a clone have another data pointer, and then nothing
+    /// keeps the caller's address alive, so another task's waker could later be
+    /// allocated there and pass the memo while the slot still wakes the old task. The
+    /// clone's address is owned by the slot until the slot lets it go, so no other
+    /// waker can share it meanwhile. A waker whose clones always move costs a lock per
+    /// poll (it never matches), which is correct, only slower.
+    ///
+    /// The replaced waker is dropped after the lock is released: its `Drop` may run
+    /// user code that touches this same timer (a handle's `set_timeout`, a
+    /// `SlotHandle::set`), which wakes through this slot and would otherwise re-lock
+    /// the mutex on the same thread and hang.
     #[inline(never)]
-    fn store(&self, waker: &Waker, memo: &mut WakerMemo, id: WakerMemo) {
+    fn store(&self, waker: &Waker, memo: &mut WakerMemo) {
         let mut slot = self.slot();
-        match slot.as_mut() {
-            Some(stored) if stored.will_wake(waker) => {}
-            _ => *slot = Some(waker.clone()),
-        }
+        let replaced = match slot.as_ref() {
+            Some(stored) if stored.will_wake(waker) => None,
+            _ => slot.replace(waker.clone()),
+        };
+        *memo = slot.as_ref().map_or_else(WakerMemo::default, WakerMemo::of);
         drop(slot);
-        *memo = id;
+        drop(replaced);
     }
 
     /// Wakes the registered waker, if any, and leaves it registered. The clone is
@@ -131,6 +159,7 @@ impl WakerSlot {
 
     /// Drops the registered waker without waking it (the owner is going away).
     pub fn clear(&self) {
+        // Taken out under the lock, dropped after it (see `store`).
         let waker = self.slot().take();
         drop(waker);
     }
