@@ -2,9 +2,10 @@
 
 use crate::core::idle_queue::{IdleCore, Popped};
 use crate::core::signal::EntrySignal;
-use crate::core::{LazyEntry, Step, MAX_ROUNDS};
+use crate::core::{Step, MAX_ROUNDS};
+use crate::entry::RuntimeEntry;
 use crate::stats::Stats;
-use crate::sync::{entry_waker, Arc, WakerMemo};
+use crate::sync::Arc;
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
 use futures::Stream;
 use std::fmt;
@@ -111,16 +112,10 @@ const WORK_PER_POLL: usize = 1024;
 /// ```
 pub struct IdleQueue<T> {
     core: IdleCore<T>,
-    lazy: LazyEntry,
-    stats: Stats,
-    /// The runtime that owns `entry`: its clock decides "due" when polled inside it.
-    owner: tokio::runtime::Id,
-    /// Boxed so the queue is `Unpin`; armed at the earliest check time, and polled
-    /// with `signal`'s waker, so a pending poll reads the flag instead of the entry.
-    entry: Pin<Box<tokio::time::Sleep>>,
+    /// Armed at the earliest check time, and polled with `signal`'s waker, so a
+    /// pending poll reads the flag instead of the entry.
+    entry: RuntimeEntry,
     signal: Arc<EntrySignal>,
-    /// Which waker `signal` holds, so unchanged polls skip re-registering.
-    memo: WakerMemo,
 }
 
 impl<T> IdleQueue<T> {
@@ -142,16 +137,12 @@ impl<T> IdleQueue<T> {
     /// As [`new`](IdleQueue::new).
     #[track_caller]
     pub fn with_capacity(timeout: Duration, capacity: usize) -> Self {
-        // Created now so that a missing runtime panics here, as tokio's sleep does.
-        let entry = Box::pin(tokio::time::sleep_until(Instant::now()));
+        // Created first so that a missing runtime panics here, as tokio's sleep does.
+        let entry = RuntimeEntry::new();
         Self {
             core: IdleCore::with_capacity(duration_to_nanos(timeout), capacity),
-            lazy: LazyEntry::new(),
-            stats: Stats::default(),
-            owner: tokio::runtime::Handle::current().id(),
             entry,
             signal: Arc::new(EntrySignal::new()),
-            memo: WakerMemo::default(),
         }
     }
 
@@ -273,7 +264,7 @@ impl<T> IdleQueue<T> {
 
     /// How much driver work the queue has caused so far.
     pub fn stats(&self) -> Stats {
-        self.stats
+        self.entry.stats()
     }
 
     /// How many times an entry was found touched when its check time came up and was
@@ -294,21 +285,23 @@ impl<T> IdleQueue<T> {
     /// `Ready(None)`-like: an empty queue is `Pending`.
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired<T>> {
         // Before reading the flag: see `core::signal`.
-        self.signal.register(cx.waker(), &mut self.memo);
+        let signal = &self.signal;
+        self.entry
+            .register(|memo| signal.register(cx.waker(), memo));
         // Fast path: nothing filed earlier than the armed entry, and the entry has
         // not fired (its waker raises the flag), so there is nothing to do.
         let next = self.core.next_check();
-        if next.is_none_or(|check| check >= self.lazy.horizon())
-            && (!self.lazy.is_armed() || !self.signal.entry_has_fired())
+        if next.is_none_or(|check| check >= self.entry.horizon())
+            && (!self.entry.is_armed() || !self.signal.entry_has_fired())
         {
             return Poll::Pending;
         }
         // Taken before anything leaves the queue, so an exhausted budget loses
         // nothing; spent only when an entry is yielded.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
-        self.witness_home_clock();
+        self.entry.witness_home_clock();
         for _ in 0..MAX_ROUNDS {
-            match self.core.pop_expired(self.lazy.witnessed(), WORK_PER_POLL) {
+            match self.core.pop_expired(self.entry.witnessed(), WORK_PER_POLL) {
                 Popped::Expired {
                     key,
                     deadline,
@@ -322,21 +315,30 @@ impl<T> IdleQueue<T> {
                     });
                 }
                 Popped::Busy => break,
-                Popped::NotYet(next) => match self.lazy.step(next) {
-                    Step::Fire => continue,
-                    Step::Arm(at) => {
-                        self.entry.as_mut().reset(from_nanos(at));
-                        self.stats.registrations += 1;
-                        if self.poll_entry().is_pending() {
-                            return Poll::Pending;
+                Popped::NotYet(mut next) => {
+                    if self.entry.is_away() {
+                        // Away from the entry's runtime, a touch must move the entry
+                        // now (see `LazyEntry`): settle the earliest records first.
+                        match self.core.settle_earliest(WORK_PER_POLL) {
+                            Some(settled) => next = settled,
+                            None => break,
                         }
                     }
-                    Step::Wait => {
-                        if !self.lazy.is_armed() || self.poll_entry().is_pending() {
-                            return Poll::Pending;
+                    match self.entry.step(next) {
+                        Step::Fire => continue,
+                        Step::Arm(at) => {
+                            self.entry.arm(at);
+                            if self.poll_entry().is_pending() {
+                                return Poll::Pending;
+                            }
+                        }
+                        Step::Wait => {
+                            if !self.entry.is_armed() || self.poll_entry().is_pending() {
+                                return Poll::Pending;
+                            }
                         }
                     }
-                },
+                }
             }
         }
         // Work or rounds ran out: yield, and come straight back.
@@ -349,29 +351,13 @@ impl<T> IdleQueue<T> {
         std::future::poll_fn(move |cx| self.poll_expired(cx))
     }
 
-    /// Inside the owning runtime its clock is the truth: take it as witnessed, so
-    /// entries due in the same tick need no runtime entry of their own. Elsewhere
-    /// only the entry firing counts.
-    fn witness_home_clock(&mut self) {
-        let home = tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() == self.owner);
-        if home {
-            self.lazy.witness(now_nanos());
-        }
-    }
-
     /// Polls the runtime entry with the signal's waker, so that its firing raises
     /// the flag and wakes whichever task owns the queue by then.
     fn poll_entry(&mut self) -> Poll<()> {
         // Lowered right before the poll, with no early return in between (a budget
         // check here would drop the news): see `core::signal`.
         self.signal.clear_entry_fired();
-        let waker = entry_waker(&self.signal);
-        let poll = self.entry.as_mut().poll(&mut Context::from_waker(&waker));
-        if poll.is_ready() {
-            self.stats.entry_fires += 1;
-            self.lazy.fired();
-        }
-        poll
+        self.entry.poll(&self.signal)
     }
 }
 
@@ -396,7 +382,7 @@ impl<T> fmt::Debug for IdleQueue<T> {
                 "timeout",
                 &Duration::from_nanos(self.core.default_timeout()),
             )
-            .field("stats", &self.stats)
+            .field("stats", &self.stats())
             .field("refiles", &self.refiles())
             .finish_non_exhaustive()
     }

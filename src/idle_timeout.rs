@@ -1,9 +1,10 @@
 //! `IdleTimeout` + `ActivityHandle`: the SCTP heartbeat technique as a type.
 
 use crate::core::activity::ActivityShared;
-use crate::core::{LazyEntry, Step, MAX_ROUNDS, SATURATED};
+use crate::core::{Step, MAX_ROUNDS, SATURATED};
+use crate::entry::RuntimeEntry;
 use crate::stats::Stats;
-use crate::sync::{entry_waker, Arc, WakerMemo};
+use crate::sync::Arc;
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
 use std::cell::Cell;
 use std::fmt;
@@ -79,12 +80,8 @@ pub struct IdleTimeout {
     /// The owner's own last activity: only this thread writes it, so a compare and a
     /// store keep it monotonic without an atomic.
     owner_activity: Cell<Instant>,
-    lazy: LazyEntry,
-    /// Which waker the shared slot holds, so unchanged polls skip re-registering.
-    memo: WakerMemo,
-    stats: Stats,
-    /// Boxed so the timer is `Unpin`; armed lazily by `poll`.
-    entry: Pin<Box<tokio::time::Sleep>>,
+    /// The runtime entry, armed lazily by `poll`.
+    entry: RuntimeEntry,
 }
 
 impl IdleTimeout {
@@ -112,15 +109,12 @@ impl IdleTimeout {
     /// ```
     #[track_caller]
     pub fn new(timeout: Duration) -> Self {
+        // Created first so that a missing runtime panics here, as tokio's sleep does.
+        let entry = RuntimeEntry::new();
         let now = Instant::now();
-        // Created now so that a missing runtime panics here, as tokio's sleep does.
-        let entry = Box::pin(tokio::time::sleep_until(now));
         Self {
             shared: ActivityShared::new(to_nanos(now), duration_to_nanos(timeout)),
             owner_activity: Cell::new(now),
-            lazy: LazyEntry::new(),
-            memo: WakerMemo::default(),
-            stats: Stats::default(),
             entry,
         }
     }
@@ -204,12 +198,12 @@ impl IdleTimeout {
     /// entry's word: see the type's `# Precision`.) A saturated deadline never has.
     pub fn is_elapsed(&self) -> bool {
         let deadline = self.deadline_nanos();
-        deadline <= self.lazy.witnessed() || (deadline < SATURATED && deadline <= now_nanos())
+        deadline <= self.entry.witnessed() || (deadline < SATURATED && deadline <= now_nanos())
     }
 
     /// How much driver work this timer has caused so far.
     pub fn stats(&self) -> Stats {
-        self.stats
+        self.entry.stats()
     }
 
     fn deadline_nanos(&self) -> u64 {
@@ -227,23 +221,18 @@ impl Future for IdleTimeout {
         // Each round either resolves, waits on the entry, or re-arms after the entry
         // fired; handles touching meanwhile can only add rounds, so bound them.
         for _ in 0..MAX_ROUNDS {
-            match this
-                .shared
-                .poll_step(cx.waker(), &mut this.memo, owner, &mut this.lazy)
-            {
+            let (memo, lazy, away) = this.entry.parts();
+            match this.shared.poll_step(cx.waker(), memo, owner, lazy, away) {
                 Step::Fire => {
                     // Ready without polling the entry: spend the budget as tokio does.
                     ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
                     return Poll::Ready(());
                 }
-                Step::Arm(at) => {
-                    this.entry.as_mut().reset(from_nanos(at));
-                    this.stats.registrations += 1;
-                }
+                Step::Arm(at) => this.entry.arm(at),
                 Step::Wait => {
                     // The pending fast path: the entry raises the flag when it fires,
                     // so until then there is nothing to poll.
-                    if !this.lazy.is_armed() || !this.shared.entry_has_fired() {
+                    if !this.entry.is_armed() || !this.shared.entry_has_fired() {
                         return Poll::Pending;
                     }
                 }
@@ -252,13 +241,9 @@ impl Future for IdleTimeout {
             // wakes whichever task owns the timer by then. The flag is lowered right
             // before the poll, with no early return in between.
             this.shared.clear_entry_fired();
-            let waker = entry_waker(&this.shared);
-            let entry = this.entry.as_mut().poll(&mut Context::from_waker(&waker));
-            if entry.is_pending() {
+            if this.entry.poll(&this.shared).is_pending() {
                 return Poll::Pending;
             }
-            this.stats.entry_fires += 1;
-            this.lazy.fired();
         }
         // Out of rounds: yield, and come straight back.
         cx.waker().wake_by_ref();
@@ -278,7 +263,7 @@ impl fmt::Debug for IdleTimeout {
             .field("timeout", &self.timeout())
             .field("last_activity", &self.last_activity())
             .field("deadline", &self.deadline())
-            .field("stats", &self.stats)
+            .field("stats", &self.stats())
             .finish()
     }
 }

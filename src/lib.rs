@@ -151,6 +151,7 @@ pub mod core;
 #[cfg(not(lazy_deadline_loom))]
 mod core;
 
+mod entry;
 #[cfg(feature = "hyper")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 pub mod hyper;

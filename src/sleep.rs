@@ -57,14 +57,18 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// ```
 #[track_caller]
 pub fn sleep_until(deadline: Instant) -> Sleep {
+    // The entry first, so that a missing runtime panics with tokio's own message.
+    let entry = tokio::time::sleep_until(deadline);
     Sleep {
         deadline,
         armed: deadline,
         polled: false,
         reset_unpolled: false,
         completed: false,
+        away: false,
+        owner: tokio::runtime::Handle::current().id(),
         stats: Stats::default(),
-        entry: tokio::time::sleep_until(deadline),
+        entry,
     }
 }
 
@@ -90,6 +94,12 @@ pin_project! {
     /// never later than a `tokio::time::Sleep` with the same final deadline (on whole
     /// milliseconds of a paused clock, at the same virtual instant). A deadline moved
     /// later is re-armed when the entry fires, before the later deadline's tick.
+    ///
+    /// Polled from outside the runtime that created it (another runtime's thread, a
+    /// plain executor), a later reset re-arms the entry at once, as tokio's does:
+    /// that runtime's clock does not wait for this poller (a paused clock jumps to its
+    /// next timer as soon as its own tasks are idle), so the lazy re-check could come
+    /// too late. Where it is polled is judged at its first poll.
     ///
     /// # Cancel safety
     ///
@@ -143,6 +153,11 @@ pin_project! {
         reset_unpolled: bool,
         // Resolved at `deadline`; cleared by `reset`. Repeated polls stop here.
         completed: bool,
+        // First polled outside the runtime that owns the entry: later resets re-arm
+        // at once (see `reset`).
+        away: bool,
+        // The runtime the entry belongs to (where `sleep_until` ran).
+        owner: tokio::runtime::Id,
         stats: Stats,
         #[pin]
         entry: tokio::time::Sleep,
@@ -179,7 +194,8 @@ impl Sleep {
     ///
     /// A later deadline is a field store: no driver call, no clock read, no atomic.
     /// An earlier one re-arms the runtime entry at once (tokio's cost). Before the
-    /// first poll every reset is a store.
+    /// first poll every reset is a store. Polled away from its runtime, every reset
+    /// re-arms at once (see the type's `# Precision`).
     ///
     /// # Examples
     ///
@@ -203,7 +219,7 @@ impl Sleep {
         *this.deadline = deadline;
         *this.completed = false;
         *this.reset_unpolled = true;
-        if deadline < *this.armed && *this.polled {
+        if *this.polled && (deadline < *this.armed || (*this.away && deadline != *this.armed)) {
             this.entry.reset(deadline);
             *this.armed = deadline;
             this.stats.registrations += 1;
@@ -246,6 +262,7 @@ impl Sleep {
         // First poll: arm the entry once, at the final deadline, whatever the resets
         // before it said (tokio registers on reset or first poll).
         *this.polled = true;
+        *this.away = crate::entry::polled_away_from(*this.owner);
         this.stats.registrations += 1;
         if *this.armed != *this.deadline {
             this.entry.as_mut().reset(*this.deadline);

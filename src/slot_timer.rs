@@ -1,10 +1,11 @@
 //! `SlotTimer<K>` + `SlotHandle<K>`: several kinds of deadline, one runtime entry.
 
-use crate::core::slots::SlotShared;
-use crate::core::{LazyEntry, Step, MAX_ROUNDS, NEVER, SATURATED};
+use crate::core::slots::{SlotShared, ENTRY_FIRED};
+use crate::core::{Step, MAX_ROUNDS, NEVER, SATURATED};
+use crate::entry::RuntimeEntry;
 use crate::kind::{KindSet, TimerKind};
 use crate::stats::Stats;
-use crate::sync::{entry_waker, Arc, WakerMemo};
+use crate::sync::Arc;
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
 use futures::Stream;
 use std::fmt;
@@ -84,12 +85,8 @@ use tokio::time::Instant;
 /// ```
 pub struct SlotTimer<K: TimerKind> {
     shared: Arc<SlotShared>,
-    lazy: LazyEntry,
-    /// Which waker the shared slot holds, so unchanged polls skip re-registering.
-    memo: WakerMemo,
-    stats: Stats,
-    /// Boxed so the timer is `Unpin`; polled only while `lazy` says it is armed.
-    entry: Pin<Box<tokio::time::Sleep>>,
+    /// The one runtime entry, armed at the earliest deadline after a collection.
+    entry: RuntimeEntry,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -110,11 +107,8 @@ impl<K: TimerKind> SlotTimer<K> {
             K::COUNT
         );
         Self {
+            entry: RuntimeEntry::new(),
             shared: SlotShared::new(K::COUNT),
-            lazy: LazyEntry::new(),
-            memo: WakerMemo::default(),
-            stats: Stats::default(),
-            entry: Box::pin(tokio::time::sleep_until(Instant::now())),
             _kind: PhantomData,
         }
     }
@@ -195,15 +189,13 @@ impl<K: TimerKind> SlotTimer<K> {
 
     /// How much driver work this timer has caused so far.
     pub fn stats(&self) -> Stats {
-        self.stats
+        self.entry.stats()
     }
 
     /// Bytes one `SlotTimer<K>` occupies: the struct, its boxed runtime entry and its
     /// shared state (with one 8-byte deadline per kind), without allocator overhead.
     pub fn memory_footprint() -> usize {
-        std::mem::size_of::<Self>()
-            + std::mem::size_of::<tokio::time::Sleep>()
-            + SlotShared::heap_size(K::COUNT)
+        std::mem::size_of::<Self>() + RuntimeEntry::boxed_size() + SlotShared::heap_size(K::COUNT)
     }
 
     /// Polls for expired kinds: `Ready` with the non-empty set of every kind whose
@@ -212,13 +204,15 @@ impl<K: TimerKind> SlotTimer<K> {
     #[inline]
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<KindSet<K>> {
         // Before reading `armed` or any slot: see the core's protocol.
-        self.shared.register(cx.waker(), &mut self.memo);
+        let shared = &self.shared;
+        self.entry
+            .register(|memo| shared.register(cx.waker(), memo));
         // Fast path (inlined into the caller, as a `select!` loop polls it on every
         // turn): nothing moved earlier than what is armed (or, with nothing armed,
         // nothing was set at all), and the entry has not fired. Owner sets and handle
         // sets that move earlier lower `armed`, and so does the entry's waker when it
         // fires, so the entry itself need not be polled here.
-        if self.shared.armed() >= self.lazy.horizon() {
+        if self.shared.armed() >= self.entry.horizon() {
             return Poll::Pending;
         }
         self.collect_expired(cx)
@@ -232,31 +226,33 @@ impl<K: TimerKind> SlotTimer<K> {
         // before a time already witnessed): spend the budget as tokio's `Sleep` does.
         // Taken before anything is disarmed, so an exhausted budget loses nothing.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        // Polled inside the owning runtime, everything due by its clock comes out in
+        // this one report; elsewhere, what the entry has witnessed.
+        self.entry.witness_home_clock();
         let mut expired = 0u64;
         let mut rounds = 0;
         loop {
-            // "Due" is what the entry has witnessed on its own runtime's clock, not
-            // what the polling context's clock says.
-            let collected = self.shared.collect(self.lazy.witnessed());
+            let collected = self.shared.collect(self.entry.witnessed());
             expired |= collected.expired;
             let target = (collected.next != NEVER).then_some(collected.next);
-            let again = match self.lazy.step(target) {
+            let again = match self.entry.step(target) {
                 // A handle set a witnessed deadline after the scan: collect again.
                 Step::Fire => true,
                 Step::Arm(at) => {
-                    self.entry.as_mut().reset(from_nanos(at));
-                    self.stats.registrations += 1;
-                    self.poll_entry().is_ready()
+                    self.entry.arm(at);
+                    self.entry.poll(&self.shared).is_ready()
                 }
-                Step::Wait => self.lazy.is_armed() && self.poll_entry().is_ready(),
+                Step::Wait => self.entry.is_armed() && self.entry.poll(&self.shared).is_ready(),
             };
             rounds += 1;
-            if !again {
+            if !again && collected.complete {
                 break;
             }
             if rounds == MAX_ROUNDS {
-                // The entry keeps firing at once: report what we have, or yield and
-                // come straight back.
+                // The entry keeps firing at once, or handles keep moving deadlines
+                // earlier under the scan: report what we have, leave `armed` low so
+                // the next poll collects again, and come straight back.
+                self.shared.lower_armed(ENTRY_FIRED);
                 cx.waker().wake_by_ref();
                 break;
             }
@@ -281,23 +277,11 @@ impl<K: TimerKind> SlotTimer<K> {
         // NEVER means "unset"; a real deadline saturates just below it.
         let deadline = deadline.min(SATURATED);
         self.shared.store_owner(slot(kind), deadline);
-        if deadline < self.lazy.horizon() {
-            // Earlier than the entry: make the next poll take the slow path.
+        if deadline < self.entry.horizon() {
+            // Earlier than the entry (or any set, polled away from the entry's
+            // runtime): make the next poll take the slow path.
             self.shared.lower_armed(deadline);
         }
-    }
-
-    /// Polls the runtime entry with the shared state's waker, so that its firing
-    /// lowers `armed` and wakes whichever task owns the timer by then. Only called
-    /// after a collection, which is what clears a previous fire's signal.
-    fn poll_entry(&mut self) -> Poll<()> {
-        let waker = entry_waker(&self.shared);
-        let poll = self.entry.as_mut().poll(&mut Context::from_waker(&waker));
-        if poll.is_ready() {
-            self.stats.entry_fires += 1;
-            self.lazy.fired();
-        }
-        poll
     }
 }
 
@@ -376,7 +360,7 @@ impl<K: TimerKind> fmt::Debug for SlotTimer<K> {
             .collect();
         f.debug_struct("SlotTimer")
             .field("deadlines", &deadlines)
-            .field("stats", &self.stats)
+            .field("stats", &self.stats())
             .finish()
     }
 }

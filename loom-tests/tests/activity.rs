@@ -57,7 +57,7 @@ fn touch_before_decision_prevents_firing() {
         let mut memo = WakerMemo::default();
         let step = {
             entry.witness(12);
-            shared.poll_step(&waker, &mut memo, 0, &mut entry)
+            shared.poll_step(&waker, &mut memo, 0, &mut entry, || false)
         };
         if saw_touch {
             assert_eq!(
@@ -85,7 +85,7 @@ fn shortening_is_seen_or_wakes() {
         };
         let mut entry = LazyEntry::new();
         let mut memo = WakerMemo::default();
-        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry);
+        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry, || false);
         handle.join().unwrap();
         let saw_short = step == Step::Arm(10);
         assert!(
@@ -107,7 +107,7 @@ fn registration_skip_never_loses_a_wake() {
         let mut entry = LazyEntry::new();
         let mut memo = WakerMemo::default();
         assert_eq!(
-            shared.poll_step(&waker, &mut memo, 0, &mut entry),
+            shared.poll_step(&waker, &mut memo, 0, &mut entry, || false),
             Step::Arm(1_000)
         );
         let handle = {
@@ -118,7 +118,7 @@ fn registration_skip_never_loses_a_wake() {
             })
         };
         let wakes_before = flag.count();
-        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry);
+        let step = shared.poll_step(&waker, &mut memo, 0, &mut entry, || false);
         handle.join().unwrap();
         if step != Step::Arm(20) {
             // This poll missed the final timeout: a wake must have come after it began.
@@ -126,7 +126,7 @@ fn registration_skip_never_loses_a_wake() {
                 flag.count() > wakes_before,
                 "missed 20 and never woken again ({step:?})"
             );
-            let again = shared.poll_step(&waker, &mut memo, 0, &mut entry);
+            let again = shared.poll_step(&waker, &mut memo, 0, &mut entry, || false);
             assert_eq!(again, Step::Arm(20));
         }
     });
@@ -142,7 +142,7 @@ fn owner_dropped_while_handles_touch() {
         let (flag, waker) = WakeFlag::new();
         let mut entry = LazyEntry::new();
         let mut memo = WakerMemo::default();
-        shared.poll_step(&waker, &mut memo, 0, &mut entry);
+        shared.poll_step(&waker, &mut memo, 0, &mut entry, || false);
         let handle = {
             let shared = shared.clone();
             thread::spawn(move || {
@@ -175,7 +175,7 @@ fn repeated_polls_converge() {
         let mut entry = LazyEntry::new();
         let mut memo = WakerMemo::default();
         assert_eq!(
-            shared.poll_step(&waker, &mut memo, 0, &mut entry),
+            shared.poll_step(&waker, &mut memo, 0, &mut entry, || false),
             Step::Arm(100)
         );
         let handle = {
@@ -187,7 +187,7 @@ fn repeated_polls_converge() {
         };
         let first = {
             entry.witness(10);
-            shared.poll_step(&waker, &mut memo, 0, &mut entry)
+            shared.poll_step(&waker, &mut memo, 0, &mut entry, || false)
         };
         handle.join().unwrap();
         if !flag.woken() {
@@ -198,7 +198,7 @@ fn repeated_polls_converge() {
         } else {
             let second = {
                 entry.witness(10);
-                shared.poll_step(&waker, &mut memo, 0, &mut entry)
+                shared.poll_step(&waker, &mut memo, 0, &mut entry, || false)
             };
             match second {
                 Step::Arm(50) => {}
@@ -222,7 +222,7 @@ fn entry_fire_races_owner_poll() {
         let mut lazy = LazyEntry::new();
         let mut memo = WakerMemo::default();
         assert_eq!(
-            shared.poll_step(&waker, &mut memo, 0, &mut lazy),
+            shared.poll_step(&waker, &mut memo, 0, &mut lazy, || false),
             Step::Arm(1_000)
         );
         let entry = Arc::new(EntryStub::registered());
@@ -232,7 +232,7 @@ fn entry_fire_races_owner_poll() {
         };
         let mut poll = || {
             assert_eq!(
-                shared.poll_step(&waker, &mut memo, 0, &mut lazy),
+                shared.poll_step(&waker, &mut memo, 0, &mut lazy, || false),
                 Step::Wait
             );
             shared.entry_has_fired() && {

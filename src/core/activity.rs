@@ -91,7 +91,9 @@ impl ActivityShared {
     }
 
     /// The owner's poll: register the waker *before* reading the shared state, then
-    /// decide what to do with the runtime entry.
+    /// decide what to do with the runtime entry. `away` says whether the poller is
+    /// away from the entry's runtime; it is asked only when the waker changed (see
+    /// [`LazyEntry::set_away`]).
     #[inline]
     pub fn poll_step(
         &self,
@@ -99,8 +101,11 @@ impl ActivityShared {
         memo: &mut WakerMemo,
         owner_activity: u64,
         entry: &mut LazyEntry,
+        away: impl FnOnce() -> bool,
     ) -> Step {
-        self.signal.register(waker, memo);
+        if self.signal.register(waker, memo) {
+            entry.set_away(away());
+        }
         entry.step(Some(self.deadline(owner_activity)))
     }
 
@@ -166,14 +171,14 @@ mod tests {
         let s = ActivityShared::new(0, 10);
         let mut e = LazyEntry::new();
         let (w, m) = (Waker::noop(), &mut WakerMemo::default());
-        assert_eq!(s.poll_step(w, m, 0, &mut e), Step::Arm(10));
+        assert_eq!(s.poll_step(w, m, 0, &mut e, || false), Step::Arm(10));
         s.touch_at(8);
-        assert_eq!(s.poll_step(w, m, 0, &mut e), Step::Wait);
+        assert_eq!(s.poll_step(w, m, 0, &mut e, || false), Step::Wait);
         e.fired(); // the owning runtime's clock passed 10
-        assert_eq!(s.poll_step(w, m, 0, &mut e), Step::Arm(18));
+        assert_eq!(s.poll_step(w, m, 0, &mut e, || false), Step::Arm(18));
         e.fired();
-        assert_eq!(s.poll_step(w, m, 0, &mut e), Step::Fire);
+        assert_eq!(s.poll_step(w, m, 0, &mut e, || false), Step::Fire);
         s.set_timeout(2);
-        assert_eq!(s.poll_step(w, m, 0, &mut e), Step::Fire);
+        assert_eq!(s.poll_step(w, m, 0, &mut e, || false), Step::Fire);
     }
 }

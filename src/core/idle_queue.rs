@@ -321,6 +321,32 @@ impl<T> IdleCore<T> {
         Popped::Busy
     }
 
+    /// Drops stale records and re-files touched ones at the top of the heap, whatever
+    /// their check time, until the earliest record is filed at its entry's deadline:
+    /// then returns that check time (`None`: nothing filed). `None` overall when
+    /// `work` records were handled first. For an owner polled away from the entry's
+    /// runtime, which must arm at the real earliest deadline rather than lazily.
+    pub fn settle_earliest(&mut self, work: usize) -> Option<Option<u64>> {
+        for _ in 0..work {
+            let Some(&Reverse(record)) = self.heap.peek() else {
+                return Some(None);
+            };
+            let slot = &self.slots[record.index as usize];
+            if slot.value.is_none() || slot.stamp != record.stamp {
+                self.heap.pop();
+                self.stale = self.stale.saturating_sub(1);
+                continue;
+            }
+            if slot.deadline() == record.check {
+                return Some(Some(record.check));
+            }
+            self.heap.pop();
+            self.refiles += 1;
+            self.file(record.index);
+        }
+        None
+    }
+
     /// Purges stale records once they pass a quarter of the heap.
     fn maybe_purge(&mut self) {
         if self.stale >= PURGE_MIN && self.stale * 4 > self.heap.len() {
@@ -440,6 +466,24 @@ mod tests {
         assert_eq!(q.pop_expired(10, 4), Popped::Busy);
         assert_eq!(q.pop_expired(10, 4), Popped::NotYet(Some(15)));
         assert_eq!(q.refiles(), 10);
+    }
+
+    #[test]
+    fn settling_refiles_touched_records_at_the_top_only() {
+        let mut q = IdleCore::with_capacity(100, 0);
+        let a = q.insert('a', 0, 100);
+        let b = q.insert('b', 0, 150);
+        let c = q.insert('c', 0, 200);
+        q.touch_at(a, 80); // deadline 180: past b's
+        q.touch_at(c, 10); // deadline 210, below the top: left alone
+        assert_eq!(q.settle_earliest(10), Some(Some(150)));
+        assert_eq!(q.refiles(), 1);
+        q.remove(b);
+        assert_eq!(q.settle_earliest(10), Some(Some(180)));
+        assert_eq!(q.settle_earliest(0), None, "no work allowed: not settled");
+        q.clear();
+        assert_eq!(q.settle_earliest(10), Some(None));
+        let _ = c;
     }
 
     #[test]

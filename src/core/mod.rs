@@ -68,12 +68,26 @@ pub enum Step {
 }
 
 /// The lazy re-arm decision for one runtime entry, in nanoseconds of the time base.
-/// Two words: where the entry is armed ([`NEVER`]: not armed, or fired) and the
-/// latest deadline at which it fired.
+/// Where the entry is armed ([`NEVER`]: not armed, or fired), the latest deadline at
+/// which it fired, and whether the poller is away from the entry's runtime.
+///
+/// # Away from the owning runtime
+///
+/// Lazy re-arming needs the owner's poll between the entry's fire and the later
+/// deadline. Inside the owning runtime that poll comes before the runtime's clock can
+/// move on. Polled from another thread's runtime or a plain executor, it may not: a
+/// paused runtime auto-advances to its next timer as soon as its own tasks are idle,
+/// which can be long past the later deadline before the other thread re-arms. So an
+/// entry whose poller is away is *eager*: a later target re-arms at once, as
+/// `tokio::time::Sleep::reset` would, and [`horizon`](Self::horizon) reads
+/// [`NEVER`] so that fast paths hand every change to the slow path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LazyEntry {
     armed: u64,
     witnessed: u64,
+    /// `u64::MAX` when eager (away), 0 at home: `horizon` ORs it in, one
+    /// instruction on every fast path instead of a branch.
+    away_mask: u64,
 }
 
 impl Default for LazyEntry {
@@ -88,7 +102,22 @@ impl LazyEntry {
         Self {
             armed: NEVER,
             witnessed: 0,
+            away_mask: 0,
         }
+    }
+
+    /// Says whether the poller is away from the entry's runtime (see the type docs).
+    /// Adapters set it when the poll's waker changes: one waker is one task, and a
+    /// task does not move between runtimes.
+    #[inline]
+    pub fn set_away(&mut self, away: bool) {
+        self.away_mask = if away { u64::MAX } else { 0 };
+    }
+
+    /// Whether the poller is away from the entry's runtime.
+    #[inline]
+    pub fn is_away(&self) -> bool {
+        self.away_mask != 0
     }
 
     /// Whether the adapter should poll its runtime entry (only a live, armed one).
@@ -98,10 +127,12 @@ impl LazyEntry {
     }
 
     /// Until when nothing needs re-evaluating absent news: the armed deadline, or
-    /// [`NEVER`] when the entry is not armed.
+    /// [`NEVER`] when the entry is not armed or the poller is away (then any change
+    /// needs evaluating, to re-arm eagerly). Fast paths compare a deadline with it:
+    /// at or above it, there is nothing to do.
     #[inline]
     pub fn horizon(&self) -> u64 {
-        self.armed
+        self.armed | self.away_mask
     }
 
     /// The latest time the owning runtime's clock is known to have passed (0 until
@@ -120,9 +151,13 @@ impl LazyEntry {
             return Step::Wait;
         };
         let target = target.min(SATURATED);
-        if target >= self.armed && self.armed > self.witnessed {
+        if target >= self.armed
+            && self.armed > self.witnessed
+            && !(self.is_away() && target > self.armed)
+        {
             // A live entry armed no later than the target fires first. (One armed at
             // or before the witnessed time is spent news: re-arm it for the target.)
+            // Away from the entry's runtime only an exact match waits (type docs).
             Step::Wait
         } else if target <= self.witnessed {
             Step::Fire
@@ -213,6 +248,24 @@ mod tests {
         e.fired(); // tokio's far future fired: witnesses nothing new
         assert!(e.witnessed() < SATURATED);
         assert_eq!(e.step(Some(SATURATED)), Step::Arm(SATURATED));
+    }
+
+    #[test]
+    fn away_from_the_owning_runtime_later_targets_rearm_at_once() {
+        let mut e = LazyEntry::new();
+        e.step(Some(10));
+        e.set_away(true);
+        assert_eq!(e.horizon(), NEVER, "every change takes the slow path");
+        assert_eq!(e.step(Some(10)), Step::Wait);
+        assert_eq!(e.step(Some(15)), Step::Arm(15));
+        assert_eq!(e.step(Some(7)), Step::Arm(7));
+        e.set_away(false);
+        assert_eq!(e.horizon(), 7);
+        assert_eq!(
+            e.step(Some(50)),
+            Step::Wait,
+            "at home, later is a store again"
+        );
     }
 
     #[test]

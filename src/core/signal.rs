@@ -43,10 +43,10 @@ impl EntrySignal {
     }
 
     /// Registers the owner's waker; call before reading the flag or any other state
-    /// a wake announces.
+    /// a wake announces. `true` when the waker changed (see `WakerSlot::register`).
     #[inline]
-    pub fn register(&self, waker: &Waker, memo: &mut WakerMemo) {
-        self.waker.register(waker, memo);
+    pub fn register(&self, waker: &Waker, memo: &mut WakerMemo) -> bool {
+        self.waker.register(waker, memo)
     }
 
     /// The owner's runtime entry fired (its waker was woken): raise the flag, then

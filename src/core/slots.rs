@@ -38,7 +38,7 @@
 //!   judged due to `NEVER`, so each set is reported at most once, and a cancel or
 //!   re-set that lands first makes the CAS fail (the slot is judged again).
 
-use super::NEVER;
+use super::{MAX_ROUNDS, NEVER};
 use crate::sync::{fence, Arc, AtomicU64, Ordering, WakerMemo, WakerSlot};
 use std::task::Waker;
 
@@ -62,6 +62,10 @@ pub struct Collected {
     pub expired: u64,
     /// Earliest deadline still set, `NEVER` if none; published as `armed`.
     pub next: u64,
+    /// `false` when the collection stopped at its round bound with handles still
+    /// moving deadlines earlier under it: `next` is then the earliest seen, and the
+    /// owner must collect again (in this poll or the next).
+    pub complete: bool,
 }
 
 impl SlotShared {
@@ -148,10 +152,11 @@ impl SlotShared {
     }
 
     /// Registers the owner's waker; call before reading any slot or `armed`, so a
-    /// wake for a store the owner misses is delivered to this waker.
+    /// wake for a store the owner misses is delivered to this waker. `true` when the
+    /// waker changed (see `WakerSlot::register`).
     #[inline]
-    pub fn register(&self, waker: &Waker, memo: &mut WakerMemo) {
-        self.waker.register(waker, memo);
+    pub fn register(&self, waker: &Waker, memo: &mut WakerMemo) -> bool {
+        self.waker.register(waker, memo)
     }
 
     /// The owner's collection at `now` (after [`register`](Self::register)): disarms
@@ -159,7 +164,11 @@ impl SlotShared {
     /// deadline as `armed`.
     pub fn collect(&self, now: u64) -> Collected {
         let mut expired = 0u64;
-        loop {
+        let mut earliest = NEVER;
+        // Bounded: each round repeats only because a handle set something earlier
+        // during the scan, and a handle that keeps doing so must not turn one poll
+        // into a spin. The owner comes back for the rest (`complete: false`).
+        for _ in 0..MAX_ROUNDS {
             let mut next = NEVER;
             for (index, slot) in self.deadlines.iter().enumerate() {
                 // Relaxed: the CAS below decides; visibility of handles' stores is
@@ -186,10 +195,20 @@ impl SlotShared {
             // Relaxed store + SeqCst fence + relaxed loads: the owner half of Dekker.
             self.armed.store(next, Ordering::Relaxed);
             fence(Ordering::SeqCst);
-            if self.earliest() >= next {
-                return Collected { expired, next };
+            earliest = self.earliest();
+            if earliest >= next {
+                return Collected {
+                    expired,
+                    next,
+                    complete: true,
+                };
             }
             // A handle set something earlier during the scan: collect again.
+        }
+        Collected {
+            expired,
+            next: earliest,
+            complete: false,
         }
     }
 
@@ -244,21 +263,24 @@ mod tests {
             s.collect(5),
             Collected {
                 expired: 0,
-                next: 10
+                next: 10,
+                complete: true
             }
         );
         assert_eq!(
             s.collect(10),
             Collected {
                 expired: 0b101,
-                next: 20
+                next: 20,
+                complete: true
             }
         );
         assert_eq!(
             s.collect(10),
             Collected {
                 expired: 0,
-                next: 20
+                next: 20,
+                complete: true
             }
         );
         assert_eq!(s.deadline(0), NEVER);
@@ -273,7 +295,8 @@ mod tests {
             s.collect(100),
             Collected {
                 expired: 0,
-                next: NEVER
+                next: NEVER,
+                complete: true
             }
         );
     }

@@ -1,0 +1,161 @@
+//! `RuntimeEntry`: the one runtime timer entry a timer owns, and everything the
+//! adapters do with it, in one place.
+//!
+//! Every adapter with shared state (`IdleTimeout`, `SlotTimer`, `IdleQueue`) owns one
+//! `tokio::time::Sleep` and needs the same things around it: the lazy re-arm decision
+//! ([`LazyEntry`]), the registration counters, which waker its shared slot holds (so
+//! an unchanged waker skips the lock), which runtime owns the entry (whose clock
+//! decides "due", and whether the poller is away from it), arming, and a poll with
+//! the shared state's waker that records the fire. Each adapter then reads as its
+//! decision plus its core.
+//!
+//! The lazy [`Sleep`](crate::Sleep) does not use it, on purpose: it is a drop-in for
+//! `tokio::time::Sleep`, so it keeps its entry inline (no allocation, `!Unpin` like
+//! tokio's) and, having no shared state, polls it with the caller's waker; the box,
+//! the memo and the entry waker here would each cost it where it has nothing to gain.
+//! It applies the same rules (first-poll arming, the entry as the only witness, eager
+//! re-arming away from home) on its own fields.
+
+use crate::core::{LazyEntry, Step};
+use crate::stats::Stats;
+use crate::sync::{entry_waker, Arc, EntryWake, WakerMemo};
+use crate::time_base::{from_nanos, now_nanos};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::time::Instant;
+
+/// Whether the current context is outside the runtime `owner` (another runtime, a
+/// plain executor, no runtime at all). Out of line: asked only on a new waker.
+#[inline(never)]
+pub(crate) fn polled_away_from(owner: tokio::runtime::Id) -> bool {
+    !tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() == owner)
+}
+
+/// A timer's runtime entry and what the adapter knows about it.
+pub(crate) struct RuntimeEntry {
+    lazy: LazyEntry,
+    /// Which waker the shared state's slot holds, so unchanged polls skip the lock.
+    memo: WakerMemo,
+    stats: Stats,
+    /// The runtime the entry was created in: its clock is the truth about "due".
+    owner: tokio::runtime::Id,
+    /// Boxed so the owning timer is `Unpin`; polled only while `lazy` says armed.
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl RuntimeEntry {
+    /// An unarmed entry on the current runtime.
+    ///
+    /// # Panics
+    ///
+    /// tokio's own panic outside a runtime or in one without the time driver, at the
+    /// caller's location.
+    #[track_caller]
+    pub fn new() -> Self {
+        // The sleep first, so that a missing runtime or time driver panics with
+        // tokio's own message.
+        let sleep = Box::pin(tokio::time::sleep_until(Instant::now()));
+        Self {
+            lazy: LazyEntry::new(),
+            memo: WakerMemo::default(),
+            stats: Stats::default(),
+            owner: tokio::runtime::Handle::current().id(),
+            sleep,
+        }
+    }
+
+    /// Registers the poll's waker through `register` (the shared state's slot, which
+    /// says whether it stored a new waker). On a new waker, learns whether this task
+    /// runs inside the entry's runtime: one waker is one task, and a task stays on
+    /// its runtime, so the answer holds until the waker changes.
+    #[inline]
+    pub fn register(&mut self, register: impl FnOnce(&mut WakerMemo) -> bool) {
+        if register(&mut self.memo) {
+            self.lazy.set_away(polled_away_from(self.owner));
+        }
+    }
+
+    /// The memo, the decision, and the question [`register`](Self::register) asks on
+    /// a new waker, for a core function that registers and decides in one (the
+    /// activity timer's `poll_step`, which the loom models run as it ships).
+    #[inline]
+    pub fn parts(&mut self) -> (&mut WakerMemo, &mut LazyEntry, impl FnOnce() -> bool) {
+        let owner = self.owner;
+        (&mut self.memo, &mut self.lazy, move || {
+            polled_away_from(owner)
+        })
+    }
+
+    /// What to do for `target`; see [`LazyEntry::step`].
+    #[inline]
+    pub fn step(&mut self, target: Option<u64>) -> Step {
+        self.lazy.step(target)
+    }
+
+    /// Whether the entry is armed and not yet seen to fire.
+    #[inline]
+    pub fn is_armed(&self) -> bool {
+        self.lazy.is_armed()
+    }
+
+    /// Whether the last new waker was polled away from the entry's runtime.
+    #[inline]
+    pub fn is_away(&self) -> bool {
+        self.lazy.is_away()
+    }
+
+    /// See [`LazyEntry::horizon`].
+    #[inline]
+    pub fn horizon(&self) -> u64 {
+        self.lazy.horizon()
+    }
+
+    /// The latest time the owning runtime's clock is known to have passed.
+    #[inline]
+    pub fn witnessed(&self) -> u64 {
+        self.lazy.witnessed()
+    }
+
+    /// Polled inside the owning runtime, its clock is the truth: take it as
+    /// witnessed, so everything due by it comes out in this poll, with no runtime
+    /// entry of its own. Elsewhere only the entry firing counts (the polling
+    /// context's clock may be another runtime's). Uses what [`register`] learned.
+    ///
+    /// [`register`]: Self::register
+    #[inline]
+    pub fn witness_home_clock(&mut self) {
+        if !self.lazy.is_away() {
+            self.lazy.witness(now_nanos());
+        }
+    }
+
+    /// (Re-)arms the entry at `at`, as a [`Step::Arm`] asked.
+    pub fn arm(&mut self, at: u64) {
+        self.sleep.as_mut().reset(from_nanos(at));
+        self.stats.registrations += 1;
+    }
+
+    /// Polls the entry with `shared`'s waker, so its fire runs `shared`'s `Wake`
+    /// impl (which records it and wakes whichever task owns the timer by then), and
+    /// records a fire seen here.
+    pub fn poll<W: EntryWake>(&mut self, shared: &Arc<W>) -> Poll<()> {
+        let waker = entry_waker(shared);
+        let poll = self.sleep.as_mut().poll(&mut Context::from_waker(&waker));
+        if poll.is_ready() {
+            self.stats.entry_fires += 1;
+            self.lazy.fired();
+        }
+        poll
+    }
+
+    /// The counters of driver work so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Bytes of the boxed tokio entry, for memory accounting.
+    pub const fn boxed_size() -> usize {
+        std::mem::size_of::<tokio::time::Sleep>()
+    }
+}
