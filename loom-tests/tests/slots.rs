@@ -305,3 +305,40 @@ fn entry_fire_races_owner_poll() {
         }
     });
 }
+
+/// The owner's own sets (`store_owner`, and `lower_armed` for one earlier than its
+/// entry) while a handle sets another kind, earlier than the entry (which lowers
+/// `armed` too) or later (which does not). `lower_armed` is a plain store that may
+/// overwrite the handle's lowered `armed`, which is safe only because any value below
+/// the horizon sends the owner's next poll down the slow path, whose collection
+/// rescans every slot. So after both, the owner's fast path must not skip, and its
+/// collection must report what is due.
+#[test]
+fn owner_sets_race_a_handle_set() {
+    for (handle_deadline, due) in [(10, 0b011), (200, 0b001)] {
+        loom::model(move || {
+            let shared = SlotShared::new(3);
+            shared.store_owner(2, 100);
+            let (_flag, waker) = WakeFlag::new();
+            let mut memo = WakerMemo::default();
+            shared.register(&waker, &mut memo);
+            let horizon = shared.collect(0).next; // the entry is armed at 100
+            let handle = {
+                let shared = shared.clone();
+                thread::spawn(move || shared.set_remote(1, handle_deadline))
+            };
+            // What `SlotTimer::set_nanos` does for a deadline earlier than the horizon.
+            shared.store_owner(0, 20);
+            if 20 < horizon {
+                shared.lower_armed(20);
+            }
+            handle.join().unwrap();
+            shared.register(&waker, &mut memo);
+            assert!(
+                shared.armed() < horizon,
+                "the fast path would skip an earlier set"
+            );
+            assert_eq!(shared.collect(50).expired, due);
+        });
+    }
+}

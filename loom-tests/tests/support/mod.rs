@@ -1,5 +1,9 @@
-//! A waker that records whether it was woken, built on loom's atomics.
+//! A waker that records whether it was woken, built on loom's atomics; a stand-in
+//! for tokio's timer entry; a waker whose clones move (`moving_waker`).
 #![allow(dead_code)]
+
+mod moving_waker;
+pub use moving_waker::MovingWaker;
 
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
