@@ -130,6 +130,27 @@ impl RuntimeEntry {
         }
     }
 
+    /// The owning runtime's clock, if the poller runs inside it (what
+    /// [`register`](Self::register) learned); `None` elsewhere.
+    #[inline]
+    pub fn home_clock(&self) -> Option<u64> {
+        (!self.lazy.is_away()).then(now_nanos)
+    }
+
+    /// Records that the owning runtime's clock has passed `at` (read from
+    /// [`home_clock`](Self::home_clock)).
+    #[inline]
+    pub fn witness(&mut self, at: u64) {
+        self.lazy.witness(at);
+    }
+
+    /// What to do for `target`, keeping the entry at exactly it; see
+    /// [`LazyEntry::step_exact`].
+    #[inline]
+    pub fn step_exact(&mut self, target: Option<u64>) -> Step {
+        self.lazy.step_exact(target)
+    }
+
     /// (Re-)arms the entry at `at`, as a [`Step::Arm`] asked.
     pub fn arm(&mut self, at: u64) {
         self.sleep.as_mut().reset(from_nanos(at));

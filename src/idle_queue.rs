@@ -1,6 +1,6 @@
 //! `IdleQueue<T>`: many idle timeouts owned by one task, where a touch is a store.
 
-use crate::core::idle_queue::{IdleCore, Popped};
+use crate::core::keyed::{Idle, KeyedCore, Popped, Timing};
 use crate::core::signal::EntrySignal;
 use crate::core::{Step, MAX_ROUNDS};
 use crate::entry::RuntimeEntry;
@@ -15,7 +15,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
-pub use crate::core::idle_queue::Key;
+pub use crate::core::keyed::Key;
 
 /// How many heap records one poll handles (re-files and stale records) before it
 /// yields: a poll never does unbounded work, even when a million touched keys were
@@ -111,7 +111,9 @@ const WORK_PER_POLL: usize = 1024;
 /// # }
 /// ```
 pub struct IdleQueue<T> {
-    core: IdleCore<T>,
+    core: KeyedCore<T, Idle>,
+    /// The timeout `insert` gives (nanoseconds, saturated).
+    default_timeout: u64,
     /// Armed at the earliest check time, and polled with `signal`'s waker, so a
     /// pending poll reads the flag instead of the entry.
     entry: RuntimeEntry,
@@ -140,7 +142,8 @@ impl<T> IdleQueue<T> {
         // Created first so that a missing runtime panics here, as tokio's sleep does.
         let entry = RuntimeEntry::new();
         Self {
-            core: IdleCore::with_capacity(duration_to_nanos(timeout), capacity),
+            core: KeyedCore::with_capacity(capacity),
+            default_timeout: duration_to_nanos(timeout),
             entry,
             signal: Arc::new(EntrySignal::new()),
         }
@@ -152,8 +155,8 @@ impl<T> IdleQueue<T> {
     ///
     /// If the queue would hold more than `u32::MAX - 1` entries.
     pub fn insert(&mut self, value: T) -> Key {
-        self.core
-            .insert(value, now_nanos(), self.core.default_timeout())
+        let timeout = self.default_timeout;
+        self.insert_nanos(value, timeout)
     }
 
     /// Inserts `value` with activity now and its own `timeout`.
@@ -162,8 +165,15 @@ impl<T> IdleQueue<T> {
     ///
     /// As [`insert`](IdleQueue::insert).
     pub fn insert_with_timeout(&mut self, value: T, timeout: Duration) -> Key {
-        self.core
-            .insert(value, now_nanos(), duration_to_nanos(timeout))
+        self.insert_nanos(value, duration_to_nanos(timeout))
+    }
+
+    fn insert_nanos(&mut self, value: T, timeout: u64) -> Key {
+        let timing = Idle {
+            last_activity: now_nanos(),
+            timeout,
+        };
+        self.core.insert(value, timing)
     }
 
     /// Records activity on `key` now (one clock read and a store). `false` if the key
@@ -209,21 +219,23 @@ impl<T> IdleQueue<T> {
     /// `key`'s timeout (saturated at `u64::MAX` ns), if it is in the queue.
     pub fn timeout(&self, key: Key) -> Option<Duration> {
         self.core
-            .times(key)
-            .map(|(timeout, _, _)| Duration::from_nanos(timeout))
+            .timing(key)
+            .map(|timing| Duration::from_nanos(timing.timeout))
     }
 
     /// `key`'s last activity, if it is in the queue.
     pub fn last_activity(&self, key: Key) -> Option<Instant> {
-        self.core.times(key).map(|(_, last, _)| from_nanos(last))
+        self.core
+            .timing(key)
+            .map(|timing| from_nanos(timing.last_activity))
     }
 
     /// `last_activity + timeout` (saturating: a saturated deadline reads as tokio's
     /// far future), if `key` is in the queue.
     pub fn deadline(&self, key: Key) -> Option<Instant> {
         self.core
-            .times(key)
-            .map(|(_, _, deadline)| from_nanos(deadline))
+            .timing(key)
+            .map(|timing| from_nanos(timing.deadline()))
     }
 
     /// Whether `key` is in the queue.
@@ -243,7 +255,7 @@ impl<T> IdleQueue<T> {
 
     /// Removes `key`'s entry and returns its value; it is never yielded.
     pub fn remove(&mut self, key: Key) -> Option<T> {
-        self.core.remove(key)
+        self.core.remove(key).map(|(value, _)| value)
     }
 
     /// How many entries the queue holds.
@@ -378,10 +390,7 @@ impl<T> fmt::Debug for IdleQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IdleQueue")
             .field("len", &self.len())
-            .field(
-                "timeout",
-                &Duration::from_nanos(self.core.default_timeout()),
-            )
+            .field("timeout", &Duration::from_nanos(self.default_timeout))
             .field("stats", &self.stats())
             .field("refiles", &self.refiles())
             .finish_non_exhaustive()

@@ -151,6 +151,7 @@ pub mod core;
 #[cfg(not(lazy_deadline_loom))]
 mod core;
 
+pub mod delay_queue;
 mod entry;
 #[cfg(feature = "hyper")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
@@ -170,6 +171,7 @@ pub mod sync;
 mod sync;
 mod time_base;
 
+pub use delay_queue::DelayQueue;
 pub use idle_queue::{Expired, IdleQueue, Key};
 pub use idle_timeout::{ActivityHandle, IdleTimeout};
 pub use kind::{Iter as KindSetIter, KindSet, TimerKind};

@@ -40,7 +40,7 @@
 //!   sides); each set is reported at most once, a cancelled one never.
 
 pub mod activity;
-pub mod idle_queue;
+pub mod keyed;
 pub mod signal;
 pub mod slots;
 
@@ -168,6 +168,26 @@ impl LazyEntry {
         }
     }
 
+    /// Like [`step`](Self::step), for an owner that keeps its entry at exactly the
+    /// target (`DelayQueue`): a later target re-arms too, so a consumer that keeps
+    /// polling is never woken before the final deadline. Only an entry already armed
+    /// at the target waits.
+    #[inline]
+    pub fn step_exact(&mut self, target: Option<u64>) -> Step {
+        let Some(target) = target else {
+            return Step::Wait;
+        };
+        let target = target.min(SATURATED);
+        if target == self.armed && self.armed > self.witnessed {
+            Step::Wait
+        } else if target <= self.witnessed {
+            Step::Fire
+        } else {
+            self.armed = target;
+            Step::Arm(target)
+        }
+    }
+
     /// The runtime entry fired (its poll returned ready): its clock has passed the
     /// armed deadline. A saturated deadline (tokio's far future) witnesses nothing.
     #[inline]
@@ -266,6 +286,22 @@ mod tests {
             Step::Wait,
             "at home, later is a store again"
         );
+    }
+
+    #[test]
+    fn exact_steps_follow_the_target_both_ways() {
+        let mut e = LazyEntry::new();
+        assert_eq!(e.step_exact(Some(10)), Step::Arm(10));
+        assert_eq!(e.step_exact(Some(10)), Step::Wait);
+        assert_eq!(
+            e.step_exact(Some(30)),
+            Step::Arm(30),
+            "later moves the entry"
+        );
+        assert_eq!(e.step_exact(Some(20)), Step::Arm(20));
+        e.fired();
+        assert_eq!(e.step_exact(Some(20)), Step::Fire);
+        assert_eq!(e.step_exact(None), Step::Wait);
     }
 
     #[test]
