@@ -75,13 +75,12 @@ tokio = {{ version = "={tokio}", features = ["full", "test-util"] }}
 tokio-test = "0.4"
 futures = "={futures}"
 ''')
-open(os.path.join(crate, "src.rs"), "w").write("")
+os.makedirs(os.path.join(crate, "src"), exist_ok=True)
+open(os.path.join(crate, "src", "lib.rs"), "w").write("")
 open(os.path.join(crate, "tests", "time_delay_queue.rs"), "w").write(
     f"// tokio-util {version}'s tests/time_delay_queue.rs, changed by .ci/tokio_util_suite.py.\n" + text)
-cargo_toml = open(os.path.join(crate, "Cargo.toml")).read()
-if "[lib]" not in cargo_toml:
-    open(os.path.join(crate, "Cargo.toml"), "a").write('\n[lib]\npath = "src.rs"\n')
 print(f"tokio-util {version}: {text.count('#[tokio::test')} tests, run against lazy_deadline::DelayQueue", flush=True)
 env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(root, "target", "tokio-util-suite-build"))
-r = subprocess.run(["cargo", "test", "--manifest-path", os.path.join(crate, "Cargo.toml")] + sys.argv[1:], env=env)
+r = subprocess.run(["cargo", "test", "--manifest-path", os.path.join(crate, "Cargo.toml"),
+                    "--test", "time_delay_queue"] + sys.argv[1:], env=env)
 sys.exit(r.returncode)

@@ -178,7 +178,7 @@ impl<T> DelayQueue<T> {
         self.insert_nanos(value, when)
     }
 
-    fn insert_nanos(&mut self, value: T, when: u64) -> Key {
+    pub(crate) fn insert_nanos(&mut self, value: T, when: u64) -> Key {
         let key = self.core.insert(value, At::new(when));
         self.moved_earlier(when);
         Key(key)
@@ -343,7 +343,7 @@ impl<T> DelayQueue<T> {
 
     #[track_caller]
     #[inline]
-    fn reset_nanos(&mut self, key: &Key, when: u64) {
+    pub(crate) fn reset_nanos(&mut self, key: &Key, when: u64) {
         match self.core.reset_at(key.0, when) {
             Some(false) => {}
             Some(true) => self.moved_earlier(when),
@@ -435,6 +435,13 @@ impl<T> DelayQueue<T> {
     /// `key`'s value, mutably, if it is in the queue.
     pub fn get_mut(&mut self, key: &Key) -> Option<&mut T> {
         self.core.get_mut(key.0)
+    }
+
+    /// Every entry with its key and deadline, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (Key, &T, Instant)> + '_ {
+        self.core
+            .iter()
+            .map(|(key, value, timing)| (Key(key), value, from_nanos(timing.deadline())))
     }
 
     /// How much driver work the queue has caused so far.

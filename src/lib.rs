@@ -151,6 +151,7 @@ pub mod core;
 #[cfg(not(lazy_deadline_loom))]
 mod core;
 
+mod delay_map;
 pub mod delay_queue;
 mod entry;
 #[cfg(feature = "hyper")]
@@ -171,6 +172,7 @@ pub mod sync;
 mod sync;
 mod time_base;
 
+pub use delay_map::DelayMap;
 pub use delay_queue::DelayQueue;
 pub use idle_queue::{Expired, IdleQueue, Key};
 pub use idle_timeout::{ActivityHandle, IdleTimeout};

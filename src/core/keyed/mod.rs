@@ -425,7 +425,6 @@ impl<T, M: Timing> KeyedCore<T, M> {
     }
 
     /// Live entries with their keys, in slab order.
-    #[allow(dead_code)] // for keyed types that list their entries
     pub fn iter(&self) -> impl Iterator<Item = (Key, &T, M)> + '_ {
         self.slots
             .iter()
