@@ -1,9 +1,11 @@
 //! `IdleQueue<T>`: many idle timeouts owned by one task, where a touch is a store.
 
 use crate::core::keyed::{Idle, KeyedCore, Popped, Timing};
+use crate::core::remote::{confirm_expiry, RemoteActivity};
 use crate::core::signal::EntrySignal;
 use crate::core::{Step, MAX_ROUNDS};
 use crate::entry::RuntimeEntry;
+use crate::key_handle::KeyHandle;
 use crate::stats::Stats;
 use crate::sync::Arc;
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
@@ -111,7 +113,7 @@ const WORK_PER_POLL: usize = 1024;
 /// # }
 /// ```
 pub struct IdleQueue<T> {
-    core: KeyedCore<T, Idle>,
+    core: KeyedCore<Entry<T>, Idle>,
     /// The timeout `insert` gives (nanoseconds, saturated).
     default_timeout: u64,
     /// Armed at the earliest check time, and polled with `signal`'s waker, so a
@@ -173,7 +175,13 @@ impl<T> IdleQueue<T> {
             last_activity: now_nanos(),
             timeout,
         };
-        self.core.insert(value, timing)
+        self.core.insert(
+            Entry {
+                value,
+                remote: None,
+            },
+            timing,
+        )
     }
 
     /// Records activity on `key` now (one clock read and a store). `false` if the key
@@ -223,19 +231,70 @@ impl<T> IdleQueue<T> {
             .map(|timing| Duration::from_nanos(timing.timeout))
     }
 
-    /// `key`'s last activity, if it is in the queue.
+    /// `key`'s last activity (the owner's or its handles', whichever is later), if
+    /// it is in the queue.
     pub fn last_activity(&self, key: Key) -> Option<Instant> {
-        self.core
-            .timing(key)
+        self.timing_with_handles(key)
             .map(|timing| from_nanos(timing.last_activity))
     }
 
     /// `last_activity + timeout` (saturating: a saturated deadline reads as tokio's
     /// far future), if `key` is in the queue.
     pub fn deadline(&self, key: Key) -> Option<Instant> {
-        self.core
-            .timing(key)
+        self.timing_with_handles(key)
             .map(|timing| from_nanos(timing.deadline()))
+    }
+
+    fn timing_with_handles(&self, key: Key) -> Option<Idle> {
+        let mut timing = self.core.timing(key)?;
+        let remote = self.core.get(key)?.remote.as_ref();
+        if let Some(seen) = remote.map(|r| r.0.load()) {
+            if seen != crate::core::remote::LEFT {
+                timing.last_activity = timing.last_activity.max(seen);
+            }
+        }
+        Some(timing)
+    }
+
+    /// A handle that touches `key` from any task or thread (`None` if the key is
+    /// not in the queue). The first handle of a key allocates its shared activity
+    /// word; later calls share it.
+    ///
+    /// # Examples
+    ///
+    /// A relay whose per-session tasks see the traffic, while one task owns the
+    /// session table:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use lazy_deadline::IdleQueue;
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let mut sessions = IdleQueue::new(Duration::from_secs(30));
+    /// let key = sessions.insert("10.0.0.1:5000");
+    /// let handle = sessions.handle(key).unwrap();
+    /// let start = Instant::now();
+    /// let upstream = tokio::spawn(async move {
+    ///     for _ in 0..10 {
+    ///         tokio::time::sleep(Duration::from_secs(5)).await;
+    ///         assert!(handle.touch()); // a reply went out: one atomic RMW
+    ///     }
+    ///     handle
+    /// });
+    /// let expired = sessions.expired().await; // 30 s after the last reply
+    /// assert_eq!(start.elapsed(), Duration::from_secs(80));
+    /// assert_eq!(expired.into_inner(), "10.0.0.1:5000");
+    /// assert!(!upstream.await.unwrap().touch(), "the session has left");
+    /// # }
+    /// ```
+    pub fn handle(&mut self, key: Key) -> Option<KeyHandle> {
+        let entry = self.core.get_mut(key)?;
+        let remote = entry
+            .remote
+            .get_or_insert_with(|| Remote(RemoteActivity::new()));
+        Some(KeyHandle::new(remote.0.clone()))
     }
 
     /// Whether `key` is in the queue.
@@ -245,17 +304,18 @@ impl<T> IdleQueue<T> {
 
     /// `key`'s value, if it is in the queue.
     pub fn get(&self, key: Key) -> Option<&T> {
-        self.core.get(key)
+        self.core.get(key).map(|entry| &entry.value)
     }
 
     /// `key`'s value, mutably, if it is in the queue.
     pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
-        self.core.get_mut(key)
+        self.core.get_mut(key).map(|entry| &mut entry.value)
     }
 
     /// Removes `key`'s entry and returns its value; it is never yielded.
     pub fn remove(&mut self, key: Key) -> Option<T> {
-        self.core.remove(key).map(|(value, _)| value)
+        // The entry's `Remote`, dropped here, tells its handles.
+        self.core.remove(key).map(|(entry, _)| entry.value)
     }
 
     /// How many entries the queue holds.
@@ -313,17 +373,27 @@ impl<T> IdleQueue<T> {
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
         self.entry.witness_home_clock();
         for _ in 0..MAX_ROUNDS {
-            match self.core.pop_expired(self.entry.witnessed(), WORK_PER_POLL) {
+            let witnessed = self.entry.witnessed();
+            let popped = self.core.pop_expired_confirmed(
+                witnessed,
+                WORK_PER_POLL,
+                |entry, timing, check| {
+                    // Handles' touches count when the key's check time comes up.
+                    confirm_expiry(entry.remote.as_ref().map(|r| &*r.0), timing, check)
+                },
+            );
+            match popped {
                 Popped::Expired {
                     key,
                     deadline,
                     value,
                 } => {
                     coop.made_progress();
+                    // Its handles saw it leave in `confirm_expiry`.
                     return Poll::Ready(Expired {
                         key,
                         deadline,
-                        value,
+                        value: value.value,
                     });
                 }
                 Popped::Busy => break,
@@ -370,6 +440,23 @@ impl<T> IdleQueue<T> {
         // check here would drop the news): see `core::signal`.
         self.signal.clear_entry_fired();
         self.entry.poll(&self.signal)
+    }
+}
+
+/// A slot's value: the caller's, and the key's shared activity once it has handles
+/// (one word otherwise).
+struct Entry<T> {
+    value: T,
+    remote: Option<Remote>,
+}
+
+/// The queue's hold on a key's shared activity. However the entry leaves (expired,
+/// removed, cleared, the queue dropped), dropping this tells the key's handles.
+struct Remote(Arc<RemoteActivity>);
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        self.0.leave();
     }
 }
 

@@ -159,6 +159,7 @@ mod entry;
 pub mod hyper;
 mod idle_queue;
 mod idle_timeout;
+mod key_handle;
 mod kind;
 #[cfg(feature = "quinn")]
 #[cfg_attr(docsrs, doc(cfg(feature = "quinn")))]
@@ -176,6 +177,7 @@ pub use delay_map::DelayMap;
 pub use delay_queue::DelayQueue;
 pub use idle_queue::{Expired, IdleQueue, Key};
 pub use idle_timeout::{ActivityHandle, IdleTimeout};
+pub use key_handle::KeyHandle;
 pub use kind::{Iter as KindSetIter, KindSet, TimerKind};
 pub use sleep::{sleep, sleep_until, Sleep};
 pub use slot_timer::{SlotBatch, SlotHandle, SlotTimer};

@@ -41,6 +41,7 @@
 
 pub mod activity;
 pub mod keyed;
+pub mod remote;
 pub mod signal;
 pub mod slots;
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 mod moving_waker;
+#[allow(unused_imports)] // only the wakers models use it
 pub use moving_waker::MovingWaker;
 
 use loom::sync::atomic::{AtomicUsize, Ordering};

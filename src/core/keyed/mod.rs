@@ -351,6 +351,19 @@ impl<T, M: Timing> KeyedCore<T, M> {
     /// and re-filing moved ones, until an entry is due (it leaves the queue and is
     /// returned), nothing more is due, or `work` records have been handled.
     pub fn pop_expired(&mut self, witnessed: u64, work: usize) -> Popped<T> {
+        self.pop_expired_confirmed(witnessed, work, |_, _, _| true)
+    }
+
+    /// [`pop_expired`](Self::pop_expired), where an entry whose record comes up due
+    /// expires only if `confirm(value, timing, check)` agrees; `false` means it moved
+    /// later by news the core does not see (a `KeyHandle`'s touch), which `confirm`
+    /// has folded into `timing`, and it is filed again.
+    pub fn pop_expired_confirmed(
+        &mut self,
+        witnessed: u64,
+        work: usize,
+        mut confirm: impl FnMut(&T, &mut M, u64) -> bool,
+    ) -> Popped<T> {
         for _ in 0..work {
             let Some(&Reverse(record)) = self.heap.peek() else {
                 return Popped::NotYet(None);
@@ -372,6 +385,14 @@ impl<T, M: Timing> KeyedCore<T, M> {
                 self.file(record.index);
                 continue;
             }
+            let slot = &mut self.slots[record.index as usize];
+            let value = slot.value.as_ref().expect("checked occupied above");
+            if !confirm(value, &mut slot.timing, record.check) {
+                self.refiles += 1;
+                self.file(record.index);
+                continue;
+            }
+            let deadline = slot.timing.deadline();
             let (key, value) = self.vacate(record.index);
             return Popped::Expired {
                 key,
