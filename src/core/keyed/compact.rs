@@ -13,7 +13,6 @@
 //! matches it.
 
 use super::{Key, KeyedCore, Record, Timing};
-use std::cmp::Reverse;
 use std::collections::HashMap;
 
 /// Keys moved by `compact`.
@@ -109,11 +108,11 @@ impl<T, M: Timing> KeyedCore<T, M> {
         for index in 0..len {
             let slot = &mut self.slots[index];
             slot.stamp = slot.stamp.wrapping_add(1);
-            self.heap.push(Reverse(Record {
+            self.heap.push(Record {
                 check: slot.timing.deadline(),
                 index: index as u32,
                 stamp: slot.stamp,
-            }));
+            });
         }
         self.heap.shrink_to_fit();
         self.stale = 0;

@@ -36,13 +36,13 @@
 //! reused), so that holds however many entries pass through one slot.
 
 mod compact;
+mod heap;
 #[cfg(all(test, not(lazy_deadline_loom)))]
 mod tests;
 
 use super::SATURATED;
 use compact::Remap;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use heap::RecordHeap;
 
 /// When an entry is due.
 pub trait Timing: Copy {
@@ -142,7 +142,7 @@ const PURGE_MIN: usize = 64;
 pub struct KeyedCore<T, M> {
     slots: Vec<Slot<T, M>>,
     free: Vec<u32>,
-    heap: BinaryHeap<Reverse<Record>>,
+    heap: RecordHeap,
     len: usize,
     /// Records in `heap` that are no longer live.
     stale: usize,
@@ -158,7 +158,7 @@ impl<T, M: Timing> KeyedCore<T, M> {
         Self {
             slots: Vec::with_capacity(capacity),
             free: Vec::new(),
-            heap: BinaryHeap::with_capacity(capacity),
+            heap: RecordHeap::with_capacity(capacity),
             len: 0,
             stale: 0,
             refiles: 0,
@@ -204,11 +204,11 @@ impl<T, M: Timing> KeyedCore<T, M> {
     fn file(&mut self, index: u32) {
         let slot = &mut self.slots[index as usize];
         slot.stamp = slot.stamp.wrapping_add(1);
-        self.heap.push(Reverse(Record {
+        self.heap.push(Record {
             check: slot.timing.deadline(),
             index,
             stamp: slot.stamp,
-        }));
+        });
     }
 
     /// The slot index holding `key`'s entry, if it is live (through the remap of a
@@ -331,7 +331,7 @@ impl<T, M: Timing> KeyedCore<T, M> {
     /// adapter look earlier than needed, never later).
     #[inline]
     pub fn next_check(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse(record)| record.check)
+        self.heap.peek().map(|record| record.check)
     }
 
     /// Whether the earliest record is live and filed at its entry's deadline (or
@@ -339,7 +339,7 @@ impl<T, M: Timing> KeyedCore<T, M> {
     /// deadline. One heap peek and one slot read.
     #[inline]
     pub fn earliest_is_settled(&self) -> bool {
-        self.heap.peek().is_none_or(|&Reverse(record)| {
+        self.heap.peek().is_none_or(|record| {
             let slot = &self.slots[record.index as usize];
             slot.value.is_some()
                 && slot.stamp == record.stamp
@@ -365,7 +365,7 @@ impl<T, M: Timing> KeyedCore<T, M> {
         mut confirm: impl FnMut(&T, &mut M, u64) -> bool,
     ) -> Popped<T> {
         for _ in 0..work {
-            let Some(&Reverse(record)) = self.heap.peek() else {
+            let Some(&record) = self.heap.peek() else {
                 return Popped::NotYet(None);
             };
             if record.check > witnessed {
@@ -410,7 +410,7 @@ impl<T, M: Timing> KeyedCore<T, M> {
     /// earliest deadline rather than lazily.
     pub fn settle_earliest(&mut self, work: usize) -> Option<Option<u64>> {
         for _ in 0..work {
-            let Some(&Reverse(record)) = self.heap.peek() else {
+            let Some(&record) = self.heap.peek() else {
                 return Some(None);
             };
             let slot = &self.slots[record.index as usize];
@@ -434,7 +434,7 @@ impl<T, M: Timing> KeyedCore<T, M> {
     /// later since the last settling) a scan of the slab.
     pub fn peek(&self) -> Option<(Key, u64)> {
         if self.earliest_is_settled() {
-            let &Reverse(record) = self.heap.peek()?;
+            let &record = self.heap.peek()?;
             return Some((self.handed_out_key(record.index), record.check));
         }
         self.slots
@@ -473,7 +473,7 @@ impl<T, M: Timing> KeyedCore<T, M> {
     fn maybe_purge(&mut self) {
         if self.stale >= PURGE_MIN && self.stale * 4 > self.heap.len() {
             let slots = &self.slots;
-            self.heap.retain(|Reverse(record)| {
+            self.heap.retain(|record| {
                 let slot = &slots[record.index as usize];
                 slot.value.is_some() && slot.stamp == record.stamp
             });
@@ -504,7 +504,7 @@ impl<T, M: Timing> KeyedCore<T, M> {
 
     fn purge(&mut self) {
         let slots = &self.slots;
-        self.heap.retain(|Reverse(record)| {
+        self.heap.retain(|record| {
             let slot = &slots[record.index as usize];
             slot.value.is_some() && slot.stamp == record.stamp
         });
@@ -514,7 +514,7 @@ impl<T, M: Timing> KeyedCore<T, M> {
     /// Heap bytes per entry slot and per heap record, for memory accounting.
     pub fn heap_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot<T, M>>()
-            + self.heap.capacity() * std::mem::size_of::<Reverse<Record>>()
+            + self.heap.capacity() * std::mem::size_of::<Record>()
             + self.free.capacity() * std::mem::size_of::<u32>()
             + self.remap.heap_bytes()
     }
