@@ -222,16 +222,7 @@ impl<T> DelayQueue<T> {
         // Taken before anything leaves the queue, so an exhausted budget loses
         // nothing; spent only when an entry is yielded.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
-        // "Due" by the owning runtime's clock, the way tokio's timers and tokio-util's
-        // queue see it: a deadline counts as passed once a whole tick (1 ms) is behind
-        // it (tokio fires at the tick after), or once it is no later than what the
-        // queue's previous look at that clock saw (tokio-util files such an entry as
-        // expired at once). Anything newer waits for the runtime entry to fire.
-        if let Some(now) = home.entry.home_clock() {
-            home.entry
-                .witness(now.saturating_sub(TICK_NANOS).max(self.looked.min(now)));
-            self.looked = now;
-        }
+        let mut looked = false;
         for _ in 0..MAX_ROUNDS {
             match self.core.pop_expired(home.entry.witnessed(), WORK_PER_POLL) {
                 Popped::Expired {
@@ -247,7 +238,17 @@ impl<T> DelayQueue<T> {
                     }));
                 }
                 Popped::Busy => break,
-                Popped::NotYet(_) => {
+                Popped::NotYet(next) => {
+                    // What was already witnessed is not enough: look at the clock (once
+                    // per poll, and only now, so that draining a mass expiry reads it
+                    // once, not per entry).
+                    if !looked {
+                        looked = true;
+                        home.look_at_home_clock(&mut self.looked);
+                        if next.is_some_and(|check| check <= home.entry.witnessed()) {
+                            continue;
+                        }
+                    }
                     // Later resets of the earliest entries: file them at their
                     // deadlines, so the entry moves to the real earliest one.
                     let Some(next) = self.core.settle_earliest(WORK_PER_POLL) else {
@@ -459,6 +460,20 @@ impl<T> DelayQueue<T> {
 }
 
 impl Home {
+    /// "Due" by the owning runtime's clock, the way tokio's timers and tokio-util's
+    /// queue see it: a deadline counts as passed once a whole tick (1 ms) is behind
+    /// it (tokio fires at the tick after), or once it is no later than what the
+    /// queue's previous look at that clock saw (tokio-util files such an entry as
+    /// expired at once). Anything newer waits for the runtime entry to fire. Away
+    /// from the owning runtime, only the entry counts.
+    fn look_at_home_clock(&mut self, looked: &mut u64) {
+        if let Some(now) = self.entry.home_clock() {
+            self.entry
+                .witness(now.saturating_sub(TICK_NANOS).max((*looked).min(now)));
+            *looked = now;
+        }
+    }
+
     #[track_caller]
     fn new() -> Self {
         Self {

@@ -42,7 +42,9 @@ const WORK_PER_POLL: usize = 1024;
 /// empty queue is `Pending`, and the owner's next poll sees what it inserted.
 ///
 /// `IdleQueue` is `Unpin`, `Send` when `T` is, and owned by one task (`&mut self`):
-/// nothing on its paths is atomic.
+/// touches, inserts and removes are plain memory operations; a pending poll reads
+/// one atomic flag (set when the runtime entry fires). Other tasks touch a key
+/// through a [`KeyHandle`](crate::KeyHandle) ([`handle`](IdleQueue::handle)).
 ///
 /// # Precision
 ///
@@ -53,6 +55,14 @@ const WORK_PER_POLL: usize = 1024;
 /// later than a `tokio::time::Sleep` armed at the final deadline (on whole
 /// milliseconds of a paused clock, at the same virtual instant). Entries due in the
 /// same poll come out in deadline order.
+///
+/// Polled away from that runtime (another runtime's thread, a plain executor; judged
+/// when the poll's waker changes), a move to a later deadline re-arms the entry at
+/// once, as `tokio::time::Sleep::reset` would: that runtime's clock does not wait for
+/// this poller (a paused one jumps to its next timer as soon as its own tasks are
+/// idle), so a lazy re-check could come too late. At home it stays a store.
+/// A handle's touch counts when the key's check time comes up, so it is lazy there
+/// too: the entry fires at the old check time and the key is filed again.
 ///
 /// # Cancel safety
 ///
@@ -371,7 +381,7 @@ impl<T> IdleQueue<T> {
         // Taken before anything leaves the queue, so an exhausted budget loses
         // nothing; spent only when an entry is yielded.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
-        self.entry.witness_home_clock();
+        let mut looked = false;
         for _ in 0..MAX_ROUNDS {
             let witnessed = self.entry.witnessed();
             let popped = self.core.pop_expired_confirmed(
@@ -398,6 +408,16 @@ impl<T> IdleQueue<T> {
                 }
                 Popped::Busy => break,
                 Popped::NotYet(mut next) => {
+                    // Read the home clock only when what is already witnessed is not
+                    // enough: once per poll, so a mass expiry drains without a clock
+                    // read per entry.
+                    if !looked {
+                        looked = true;
+                        self.entry.witness_home_clock();
+                        if next.is_some_and(|check| check <= self.entry.witnessed()) {
+                            continue;
+                        }
+                    }
                     if self.entry.is_away() {
                         // Away from the entry's runtime, a touch must move the entry
                         // now (see `LazyEntry`): settle the earliest records first.
