@@ -44,6 +44,12 @@ use tokio::time::Instant;
 /// the entry fires, before the later deadline's tick. Like tokio, a deadline off a
 /// whole millisecond is reached at the next 1 ms tick.
 ///
+/// Polled away from that runtime (another runtime's thread, a plain executor; judged
+/// when the poll's waker changes), a later deadline (an owner touch, a longer timeout) re-arms the entry at
+/// once, as `tokio::time::Sleep::reset` would: that runtime's clock does not wait for
+/// this poller (a paused one jumps to its next timer as soon as its own tasks are
+/// idle), so a lazy re-check could come too late. At home it stays a store.
+///
 /// # Cancel safety
 ///
 /// Awaiting `&mut idle` in `select!` is cancel safe: the state lives in the timer,
@@ -296,8 +302,10 @@ pub struct ActivityHandle {
 }
 
 impl ActivityHandle {
-    /// Records activity now, by the tokio clock of the current runtime (paused clock
-    /// included; outside a runtime, the system's monotonic clock).
+    /// Records activity now, by the tokio clock of the *caller's* runtime (paused
+    /// clock included; outside a runtime, the system's monotonic clock). From a plain
+    /// thread, a timer on a paused runtime thus gets real-time activity: pass the
+    /// owner's clock with [`touch_at`](ActivityHandle::touch_at) where that matters.
     pub fn touch(&self) {
         self.touch_at(Instant::now());
     }

@@ -14,6 +14,9 @@
 //! | [`IdleTimeout`] + [`ActivityHandle`] | idle/keepalive/heartbeat timeouts | `touch_at`: a field store; from a handle one `fetch_max` |
 //! | [`SlotTimer`] + [`SlotHandle`] ([`timer_kinds!`]) | RTO/TLP/PROBE0/delayed-ACK/keepalive on one entry | `set` later: a store and a compare |
 //! | [`IdleQueue`] ([`Key`], [`Expired`]) | many idle timeouts owned by one task: sessions, pooled connections | `touch_at`: a generation check and a store |
+//! | [`KeyHandle`] ([`IdleQueue::handle`]) | touching an [`IdleQueue`] key from the task that sees its traffic | `touch_at`: one atomic RMW on that key's word |
+//! | [`DelayQueue`] ([`delay_queue::Key`], [`delay_queue::Expired`]) | drop-in for tokio-util's `DelayQueue` | `reset_at` later: a generation check and a store |
+//! | [`DelayMap`] | deadlines keyed by your own key, in place of a `HashMap` + `DelayQueue` pair | `reset` later: one hash lookup and a store |
 //!
 //! # Guarantees
 //!
@@ -35,8 +38,14 @@
 //!   [`Sleep`] is a tokio `Sleep` plus two flags and polls like one.
 //! - **Bad input saturates like tokio**: `Duration::MAX`, deadlines in the past, far
 //!   future instants and zero timeouts never panic or overflow; a saturated clock or
-//!   deadline never turns "far future" into "due". The only panics are
-//!   tokio's own (no runtime, or no time driver), reported at the caller's location.
+//!   deadline never turns "far future" into "due". The panics are tokio's own (no
+//!   runtime, or no time driver; reported at the caller's location), and these,
+//!   each documented where it can happen: `Vec`'s capacity overflow when a
+//!   `with_capacity` or `reserve` asks for more than memory can address; a keyed
+//!   queue asked to hold more than `u32::MAX - 1` entries at once; a hand-written
+//!   [`TimerKind`] whose `COUNT` is outside `1..=64` or whose `index` is not below
+//!   it; and [`DelayQueue`]'s `remove`, `reset_at`, `reset` and `deadline` on a key
+//!   that is not in the queue, as tokio-util's do.
 //! - No `unsafe` code.
 //!
 //! # Features
@@ -117,6 +126,57 @@
 //! }
 //! assert_eq!(timers.expired().await.iter().collect::<Vec<_>>(), [Tcp::Tlp]);
 //! assert_eq!(start.elapsed(), Duration::from_millis(20));
+//! # }
+//! ```
+//!
+//! [`DelayQueue`] where tokio-util's was, with a reset per message:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use futures::StreamExt;
+//! use lazy_deadline::{delay_queue, DelayQueue};
+//! use std::time::Duration;
+//!
+//! let mut queue = DelayQueue::new();
+//! let key: delay_queue::Key = queue.insert("conn-1", Duration::from_secs(5));
+//! for _message in 0..1_000 {
+//!     queue.reset(&key, Duration::from_secs(5)); // later: a store
+//! }
+//! assert_eq!(queue.next().await.unwrap().into_inner(), "conn-1");
+//! assert!(queue.next().await.is_none()); // empty: the stream ends
+//! # }
+//! ```
+//!
+//! [`DelayMap`] keyed by a peer id:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use lazy_deadline::DelayMap;
+//! use std::time::Duration;
+//!
+//! let mut peers = DelayMap::new();
+//! peers.insert(42u64, "peer-42", Duration::from_secs(10));
+//! assert!(peers.reset(&42, Duration::from_secs(20)));
+//! assert!(!peers.reset(&7, Duration::from_secs(20))); // unknown: false, no panic
+//! assert_eq!(peers.expired().await, Some((42, "peer-42")));
+//! # }
+//! ```
+//!
+//! [`KeyHandle`]: an [`IdleQueue`] key touched from another task:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use lazy_deadline::IdleQueue;
+//! use std::time::Duration;
+//!
+//! let mut sessions = IdleQueue::new(Duration::from_secs(30));
+//! let key = sessions.insert("session");
+//! let handle = sessions.handle(key).unwrap();
+//! tokio::spawn(async move { assert!(handle.touch()) }).await.unwrap();
+//! assert!(sessions.contains(key));
 //! # }
 //! ```
 //!

@@ -40,8 +40,14 @@ use tokio::time::Instant;
 /// executor. So it is never early, and never later than a `tokio::time::Sleep` armed
 /// at that deadline (on whole milliseconds of a paused clock, at the same virtual
 /// instant). Kinds the runtime finds due in the same poll come out in one
-/// [`KindSet`]. Like tokio, a deadline off a whole millisecond is reached at the next
-/// 1 ms tick.
+/// [`KindSet`]: polled inside that runtime, every kind due by its clock at that poll.
+/// Like tokio, a deadline off a whole millisecond is reached at the next 1 ms tick.
+///
+/// Polled away from that runtime (another runtime's thread, a plain executor; judged
+/// when the poll's waker changes), an owner `set` to a later deadline re-arms the entry at
+/// once, as `tokio::time::Sleep::reset` would: that runtime's clock does not wait for
+/// this poller (a paused one jumps to its next timer as soon as its own tasks are
+/// idle), so a lazy re-check could come too late. At home it stays a store.
 ///
 /// # Cancel safety
 ///
@@ -367,9 +373,17 @@ impl<K: TimerKind> fmt::Debug for SlotTimer<K> {
 
 /// Sets and cancels the kinds of a [`SlotTimer`] from any task or thread.
 ///
-/// `Send + Sync`, cheap to clone. A `set` later than what the timer has armed is a
-/// store and a fence; an earlier one also wakes the timer's task so it re-arms at
-/// once. A handle outliving its timer is harmless.
+/// `Send + Sync`, cheap to clone. A `set` is one `swap` on the kind's deadline; one
+/// earlier than the value it replaced adds a fence and a load, and, earlier than what
+/// the timer has armed, wakes the timer's task so it re-arms at once. A handle
+/// outliving its timer is harmless.
+///
+/// A re-set that is not earlier than the value it replaced relies on the handle that
+/// wrote that value to have woken the timer if needed. That is always correct (the
+/// loom model `skipped_check_on_later_reset_is_safe` checks it), but not always
+/// prompt: if that other handle's thread is preempted between its `swap` and its
+/// wake, an earlier deadline set meanwhile by a second handle waits for the first
+/// handle's wake.
 ///
 /// # Examples
 ///
@@ -404,7 +418,9 @@ impl<K: TimerKind> SlotHandle<K> {
         self.set_nanos(kind, to_nanos(deadline));
     }
 
-    /// Sets `kind` to expire `after` from now (tokio clock); saturates.
+    /// Sets `kind` to expire `after` from now by the *caller's* tokio clock (the
+    /// system clock outside a runtime; for a paused owner see
+    /// [`ActivityHandle::touch`](crate::ActivityHandle::touch)); saturates.
     pub fn set_after(&self, kind: K, after: Duration) {
         self.set_nanos(kind, now_nanos().saturating_add(duration_to_nanos(after)));
     }
