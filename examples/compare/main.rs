@@ -19,6 +19,7 @@
 // The criterion suites' helpers and hand-written peers, so both measure the same code.
 #[path = "../../benches/common/mod.rs"]
 mod common;
+mod keyed;
 mod table;
 
 use common::peers::{packets, KernelStyle, Peer, QuinnStyle, SlotBatch, TwoSleeps};
@@ -340,6 +341,8 @@ fn hot_paths(bench: &mut Bench) {
             }
         }),
     );
+    drop((queue, keys, delay, delay_keys));
+    keyed::drop_ins(bench, base, QUEUE_KEYS, QUEUE_TIMEOUT);
     bench.min_iters = 1_000;
 }
 

@@ -70,8 +70,19 @@ impl Bench {
             "{:<w$}  {:<p$} {:>8}  {:<o$} {:>8}  {:>7}",
             "workload", "peer", "ns/op", "ours", "ns/op", "ratio"
         );
-        let mut section = "";
+        // One heading per workload: rows of a section measured at different times
+        // (the driver-wake row runs last, on its own runtime) print together.
+        let mut sections: Vec<&str> = Vec::new();
         for row in &self.rows {
+            if !sections.contains(&row.section) {
+                sections.push(row.section);
+            }
+        }
+        let ordered = sections
+            .iter()
+            .flat_map(|s| self.rows.iter().filter(move |r| r.section == *s));
+        let mut section = "";
+        for row in ordered {
             if row.section != section {
                 section = row.section;
                 println!("-- {section}");
