@@ -109,7 +109,7 @@ M = [
   "        self.entry.witness_home_clock();", "",
   "T:due_together", "slot_timer_reports_every_due_kind_in_one_set"),
  ("LazyEntry: away from home, a later target waits (lazy re-arm too late)", "src/core/mod.rs",
-  " && !(self.is_away() && target > self.armed)", "",
+  "            && target <= self.armed | !self.away_mask\n", "",
   "T:away_from_home", "idle_timeout_touched_away_from_home_is_not_later_than_tokio"),
  ("RuntimeEntry: where the poller runs is never learned", "src/entry.rs",
   "            self.lazy.set_away(polled_away_from(self.owner));", "",

@@ -7,7 +7,7 @@
 
 use crate::core::keyed::{At, KeyedCore, Popped, Timing};
 use crate::core::signal::EntrySignal;
-use crate::core::{Step, MAX_ROUNDS};
+use crate::core::MAX_ROUNDS;
 use crate::entry::RuntimeEntry;
 use crate::stats::Stats;
 use crate::sync::Arc;
@@ -254,19 +254,9 @@ impl<T> DelayQueue<T> {
                     let Some(next) = self.core.settle_earliest(WORK_PER_POLL) else {
                         break;
                     };
-                    match home.entry.step_exact(next) {
-                        Step::Fire => continue,
-                        Step::Arm(at) => {
-                            home.entry.arm(at);
-                            if home.poll_entry().is_pending() {
-                                return Poll::Pending;
-                            }
-                        }
-                        Step::Wait => {
-                            if !home.entry.is_armed() || home.poll_entry().is_pending() {
-                                return Poll::Pending;
-                            }
-                        }
+                    let step = home.entry.step_exact(next);
+                    if !home.entry.carry_out(step, &home.signal) {
+                        return Poll::Pending;
                     }
                 }
             }
@@ -480,13 +470,6 @@ impl Home {
             entry: RuntimeEntry::new(),
             signal: Arc::new(EntrySignal::new()),
         }
-    }
-
-    /// Polls the runtime entry with the signal's waker (the flag is lowered right
-    /// before, with no early return in between: see `core::signal`).
-    fn poll_entry(&mut self) -> Poll<()> {
-        self.signal.clear_entry_fired();
-        self.entry.poll(&self.signal)
     }
 }
 

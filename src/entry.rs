@@ -25,6 +25,22 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::time::Instant;
 
+/// The shared state an owner polls its entry with, and what must happen right
+/// before that poll (an `EntrySignal` lowers its fired flag there; see
+/// `core::signal`).
+pub(crate) trait EntryWaker: EntryWake {
+    /// Called right before the entry is polled, with no early return in between.
+    fn before_entry_poll(&self) {}
+}
+
+impl EntryWaker for crate::core::signal::EntrySignal {
+    fn before_entry_poll(&self) {
+        self.clear_entry_fired();
+    }
+}
+
+impl EntryWaker for crate::core::slots::SlotShared {}
+
 /// Whether the current context is outside the runtime `owner` (another runtime, a
 /// plain executor, no runtime at all). Out of line: asked only on a new waker.
 #[inline(never)]
@@ -168,6 +184,26 @@ impl RuntimeEntry {
             self.lazy.fired();
         }
         poll
+    }
+
+    /// Carries out `step` for an owner whose entry is polled with `shared`: arms the
+    /// entry if asked, and polls it if armed. `true` when the owner should look
+    /// again in this poll (the target is witnessed, or the entry fired); `false` when
+    /// it is pending (the entry will wake it).
+    pub fn carry_out<W: EntryWaker>(&mut self, step: Step, shared: &Arc<W>) -> bool {
+        match step {
+            Step::Fire => true,
+            Step::Arm(at) => {
+                self.arm(at);
+                self.poll_after(shared).is_ready()
+            }
+            Step::Wait => self.is_armed() && self.poll_after(shared).is_ready(),
+        }
+    }
+
+    fn poll_after<W: EntryWaker>(&mut self, shared: &Arc<W>) -> Poll<()> {
+        shared.before_entry_poll();
+        self.poll(shared)
     }
 
     /// The counters of driver work so far.

@@ -3,13 +3,14 @@
 use crate::core::keyed::{Idle, KeyedCore, Popped, Timing};
 use crate::core::remote::{confirm_expiry, RemoteActivity};
 use crate::core::signal::EntrySignal;
-use crate::core::{Step, MAX_ROUNDS};
+use crate::core::MAX_ROUNDS;
 use crate::entry::RuntimeEntry;
 use crate::key_handle::KeyHandle;
 use crate::stats::Stats;
 use crate::sync::Arc;
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
 use futures::Stream;
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -123,7 +124,10 @@ const WORK_PER_POLL: usize = 1024;
 /// # }
 /// ```
 pub struct IdleQueue<T> {
-    core: KeyedCore<Entry<T>, Idle>,
+    core: KeyedCore<T, Idle>,
+    /// The shared activity of the keys that have `KeyHandle`s: keys without one pay
+    /// nothing, and the owner's touch path never looks here.
+    remotes: HashMap<Key, Remote>,
     /// The timeout `insert` gives (nanoseconds, saturated).
     default_timeout: u64,
     /// Armed at the earliest check time, and polled with `signal`'s waker, so a
@@ -158,6 +162,7 @@ impl<T> IdleQueue<T> {
             default_timeout: duration_to_nanos(timeout),
             entry,
             signal: Arc::new(EntrySignal::new()),
+            remotes: HashMap::new(),
         }
     }
 
@@ -185,13 +190,7 @@ impl<T> IdleQueue<T> {
             last_activity: now_nanos(),
             timeout,
         };
-        self.core.insert(
-            Entry {
-                value,
-                remote: None,
-            },
-            timing,
-        )
+        self.core.insert(value, timing)
     }
 
     /// Records activity on `key` now (one clock read and a store). `false` if the key
@@ -257,8 +256,7 @@ impl<T> IdleQueue<T> {
 
     fn timing_with_handles(&self, key: Key) -> Option<Idle> {
         let mut timing = self.core.timing(key)?;
-        let remote = self.core.get(key)?.remote.as_ref();
-        if let Some(seen) = remote.map(|r| r.0.load()) {
+        if let Some(seen) = self.remotes.get(&key).map(|r| r.0.load()) {
             if seen != crate::core::remote::LEFT {
                 timing.last_activity = timing.last_activity.max(seen);
             }
@@ -268,7 +266,8 @@ impl<T> IdleQueue<T> {
 
     /// A handle that touches `key` from any task or thread (`None` if the key is
     /// not in the queue). The first handle of a key allocates its shared activity
-    /// word; later calls share it.
+    /// word (kept in a side table, so keys without handles pay nothing); later calls
+    /// share it.
     ///
     /// # Examples
     ///
@@ -300,10 +299,11 @@ impl<T> IdleQueue<T> {
     /// # }
     /// ```
     pub fn handle(&mut self, key: Key) -> Option<KeyHandle> {
-        let entry = self.core.get_mut(key)?;
-        let remote = entry
-            .remote
-            .get_or_insert_with(|| Remote(RemoteActivity::new()));
+        self.core.get(key)?;
+        let remote = self
+            .remotes
+            .entry(key)
+            .or_insert_with(|| Remote(RemoteActivity::new()));
         Some(KeyHandle::new(remote.0.clone()))
     }
 
@@ -314,18 +314,19 @@ impl<T> IdleQueue<T> {
 
     /// `key`'s value, if it is in the queue.
     pub fn get(&self, key: Key) -> Option<&T> {
-        self.core.get(key).map(|entry| &entry.value)
+        self.core.get(key)
     }
 
     /// `key`'s value, mutably, if it is in the queue.
     pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
-        self.core.get_mut(key).map(|entry| &mut entry.value)
+        self.core.get_mut(key)
     }
 
     /// Removes `key`'s entry and returns its value; it is never yielded.
     pub fn remove(&mut self, key: Key) -> Option<T> {
-        // The entry's `Remote`, dropped here, tells its handles.
-        self.core.remove(key).map(|(entry, _)| entry.value)
+        let (value, _) = self.core.remove(key)?;
+        self.forget_handles(key);
+        Some(value)
     }
 
     /// How many entries the queue holds.
@@ -342,6 +343,16 @@ impl<T> IdleQueue<T> {
     /// finds nothing when it fires.
     pub fn clear(&mut self) {
         self.core.clear();
+        // Dropping each `Remote` tells its handles.
+        self.remotes.clear();
+    }
+
+    /// `key`'s entry left: drop its `Remote` (which tells its handles), if any.
+    #[inline]
+    fn forget_handles(&mut self, key: Key) {
+        if !self.remotes.is_empty() {
+            self.remotes.remove(&key);
+        }
     }
 
     /// How much driver work the queue has caused so far.
@@ -384,12 +395,14 @@ impl<T> IdleQueue<T> {
         let mut looked = false;
         for _ in 0..MAX_ROUNDS {
             let witnessed = self.entry.witnessed();
+            let remotes = &self.remotes;
             let popped = self.core.pop_expired_confirmed(
                 witnessed,
                 WORK_PER_POLL,
-                |entry, timing, check| {
+                |key, _, timing, check| {
                     // Handles' touches count when the key's check time comes up.
-                    confirm_expiry(entry.remote.as_ref().map(|r| &*r.0), timing, check)
+                    remotes.is_empty()
+                        || confirm_expiry(remotes.get(&key).map(|r| &*r.0), timing, check)
                 },
             );
             match popped {
@@ -400,10 +413,11 @@ impl<T> IdleQueue<T> {
                 } => {
                     coop.made_progress();
                     // Its handles saw it leave in `confirm_expiry`.
+                    self.forget_handles(key);
                     return Poll::Ready(Expired {
                         key,
                         deadline,
-                        value: value.value,
+                        value,
                     });
                 }
                 Popped::Busy => break,
@@ -426,19 +440,9 @@ impl<T> IdleQueue<T> {
                             None => break,
                         }
                     }
-                    match self.entry.step(next) {
-                        Step::Fire => continue,
-                        Step::Arm(at) => {
-                            self.entry.arm(at);
-                            if self.poll_entry().is_pending() {
-                                return Poll::Pending;
-                            }
-                        }
-                        Step::Wait => {
-                            if !self.entry.is_armed() || self.poll_entry().is_pending() {
-                                return Poll::Pending;
-                            }
-                        }
+                    let step = self.entry.step(next);
+                    if !self.entry.carry_out(step, &self.signal) {
+                        return Poll::Pending;
                     }
                 }
             }
@@ -452,22 +456,6 @@ impl<T> IdleQueue<T> {
     pub fn expired(&mut self) -> impl Future<Output = Expired<T>> + '_ {
         std::future::poll_fn(move |cx| self.poll_expired(cx))
     }
-
-    /// Polls the runtime entry with the signal's waker, so that its firing raises
-    /// the flag and wakes whichever task owns the queue by then.
-    fn poll_entry(&mut self) -> Poll<()> {
-        // Lowered right before the poll, with no early return in between (a budget
-        // check here would drop the news): see `core::signal`.
-        self.signal.clear_entry_fired();
-        self.entry.poll(&self.signal)
-    }
-}
-
-/// A slot's value: the caller's, and the key's shared activity once it has handles
-/// (one word otherwise).
-struct Entry<T> {
-    value: T,
-    remote: Option<Remote>,
 }
 
 /// The queue's hold on a key's shared activity. However the entry leaves (expired,

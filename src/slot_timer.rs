@@ -1,7 +1,7 @@
 //! `SlotTimer<K>` + `SlotHandle<K>`: several kinds of deadline, one runtime entry.
 
 use crate::core::slots::{SlotShared, ENTRY_FIRED};
-use crate::core::{Step, MAX_ROUNDS, NEVER, SATURATED};
+use crate::core::{MAX_ROUNDS, NEVER, SATURATED};
 use crate::entry::RuntimeEntry;
 use crate::kind::{KindSet, TimerKind};
 use crate::stats::Stats;
@@ -241,15 +241,9 @@ impl<K: TimerKind> SlotTimer<K> {
             let collected = self.shared.collect(self.entry.witnessed());
             expired |= collected.expired;
             let target = (collected.next != NEVER).then_some(collected.next);
-            let again = match self.entry.step(target) {
-                // A handle set a witnessed deadline after the scan: collect again.
-                Step::Fire => true,
-                Step::Arm(at) => {
-                    self.entry.arm(at);
-                    self.entry.poll(&self.shared).is_ready()
-                }
-                Step::Wait => self.entry.is_armed() && self.entry.poll(&self.shared).is_ready(),
-            };
+            // Fire: a handle set a witnessed deadline after the scan; collect again.
+            let step = self.entry.step(target);
+            let again = self.entry.carry_out(step, &self.shared);
             rounds += 1;
             if !again && collected.complete {
                 break;

@@ -11,7 +11,7 @@ use loom::thread;
 type Core = KeyedCore<(u32, Option<Arc<RemoteActivity>>), Idle>;
 
 fn pop(core: &mut Core, now: u64) -> Popped<(u32, Option<Arc<RemoteActivity>>)> {
-    core.pop_expired_confirmed(now, 16, |(_, remote), timing, check| {
+    core.pop_expired_confirmed(now, 16, |_, (_, remote), timing, check| {
         confirm_expiry(remote.as_deref(), timing, check)
     })
 }

@@ -152,9 +152,11 @@ impl LazyEntry {
             return Step::Wait;
         };
         let target = target.min(SATURATED);
+        // `armed | !away_mask` is `u64::MAX` at home (any later target waits) and
+        // `armed` away (only an exact match waits): no branch for it on the pending path.
         if target >= self.armed
             && self.armed > self.witnessed
-            && !(self.is_away() && target > self.armed)
+            && target <= self.armed | !self.away_mask
         {
             // A live entry armed no later than the target fires first. (One armed at
             // or before the witnessed time is spent news: re-arm it for the target.)

@@ -351,18 +351,18 @@ impl<T, M: Timing> KeyedCore<T, M> {
     /// and re-filing moved ones, until an entry is due (it leaves the queue and is
     /// returned), nothing more is due, or `work` records have been handled.
     pub fn pop_expired(&mut self, witnessed: u64, work: usize) -> Popped<T> {
-        self.pop_expired_confirmed(witnessed, work, |_, _, _| true)
+        self.pop_expired_confirmed(witnessed, work, |_, _, _, _| true)
     }
 
     /// [`pop_expired`](Self::pop_expired), where an entry whose record comes up due
-    /// expires only if `confirm(value, timing, check)` agrees; `false` means it moved
+    /// expires only if `confirm(key, value, timing, check)` agrees; `false` means it moved
     /// later by news the core does not see (a `KeyHandle`'s touch), which `confirm`
     /// has folded into `timing`, and it is filed again.
     pub fn pop_expired_confirmed(
         &mut self,
         witnessed: u64,
         work: usize,
-        mut confirm: impl FnMut(&T, &mut M, u64) -> bool,
+        mut confirm: impl FnMut(Key, &T, &mut M, u64) -> bool,
     ) -> Popped<T> {
         for _ in 0..work {
             let Some(&record) = self.heap.peek() else {
@@ -385,9 +385,10 @@ impl<T, M: Timing> KeyedCore<T, M> {
                 self.file(record.index);
                 continue;
             }
+            let key = self.handed_out_key(record.index);
             let slot = &mut self.slots[record.index as usize];
             let value = slot.value.as_ref().expect("checked occupied above");
-            if !confirm(value, &mut slot.timing, record.check) {
+            if !confirm(key, value, &mut slot.timing, record.check) {
                 self.refiles += 1;
                 self.file(record.index);
                 continue;
