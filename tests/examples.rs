@@ -98,6 +98,23 @@ fn udp_sessions_expires_exactly_the_quiet_sessions() {
     );
 }
 
+#[test]
+fn peer_table_pings_idle_peers_and_drops_silent_ones() {
+    run(
+        "peer_table",
+        &[
+            "--duration",
+            "1",
+            "--peers",
+            "150",
+            "--idle-ms",
+            "300",
+            "--ping-ms",
+            "100",
+        ],
+    );
+}
+
 #[cfg(feature = "quinn")]
 #[test]
 fn quinn_bulk_moves_everything_on_both_runtimes() {

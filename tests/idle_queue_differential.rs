@@ -1,5 +1,6 @@
 //! Property-based paused-clock differential for `IdleQueue`: random inserts (default
-//! and own timeouts), touches (now, older, in the future), timeout changes both ways
+//! and own timeouts), touches (now, older, in the future; by the owner and through
+//! each key's `KeyHandle`), timeout changes both ways
 //! (zero and `Duration::MAX` included), removes, advances from sub-millisecond to
 //! seconds and polls, applied to ours and to a model of one plain tokio `Sleep` per
 //! key, reset to `last_activity + timeout` after every change.
@@ -59,6 +60,11 @@ enum Op {
     Remove {
         key: usize,
     },
+    /// A `KeyHandle` touch at now + offset µs, from the handle of that key.
+    HandleTouchAt {
+        key: usize,
+        offset_us: i64,
+    },
     Advance(u64),
     Poll,
 }
@@ -78,6 +84,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..KEYS, -2_000_000i64..500_000).prop_map(|(key, offset_us)| Op::TouchAt { key, offset_us }),
         1 => (0..KEYS, timeout()).prop_map(|(key, timeout)| Op::SetTimeout { key, timeout }),
         1 => (0..KEYS).prop_map(|key| Op::Remove { key }),
+        2 => (0..KEYS, -2_000_000i64..500_000).prop_map(|(key, offset_us)| Op::HandleTouchAt { key, offset_us }),
         3 => prop_oneof![0u64..2_000, 0u64..60_000, 0u64..4_000_000].prop_map(Op::Advance),
         1 => Just(Op::Poll),
     ]
@@ -91,6 +98,7 @@ fn deadline_of(at: Instant, d: Duration) -> Instant {
 
 struct ModelEntry {
     key: Key,
+    handle: lazy_deadline::KeyHandle,
     last: Instant,
     timeout: Duration,
     sleep: Pin<Box<time::Sleep>>,
@@ -127,8 +135,10 @@ fn run(default: Timeout, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     };
                     labels += 1;
                     let sleep = Box::pin(time::sleep_until(deadline_of(now, timeout)));
+                    let handle = ours.handle(key).expect("a live key has a handle");
                     model[free] = Some(ModelEntry {
                         key,
+                        handle,
                         last: now,
                         timeout,
                         sleep,
@@ -165,6 +175,20 @@ fn run(default: Timeout, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     if let Some(entry) = model[key].take() {
                         prop_assert!(ours.remove(entry.key).is_some());
                         prop_assert!(!ours.contains(entry.key));
+                        prop_assert!(!entry.handle.touch(), "a removed key's handle is live");
+                    }
+                }
+                Op::HandleTouchAt { key, offset_us } => {
+                    if let Some(entry) = model[key].as_mut() {
+                        let at = if offset_us >= 0 {
+                            now + Duration::from_micros(offset_us as u64)
+                        } else {
+                            now.checked_sub(Duration::from_micros(offset_us.unsigned_abs()))
+                                .unwrap_or(now)
+                        };
+                        prop_assert!(entry.handle.touch_at(at));
+                        entry.last = entry.last.max(at);
+                        entry.rearm();
                     }
                 }
                 Op::Advance(us) => time::advance(Duration::from_micros(us)).await,
@@ -188,6 +212,7 @@ fn run(default: Timeout, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     "yielded a key not in the queue (twice, or removed)"
                 );
                 let entry = model[index.unwrap()].take().unwrap();
+                prop_assert!(!entry.handle.touch(), "an expired key's handle is live");
                 let deadline = entry.sleep.deadline();
                 prop_assert!(
                     Instant::now() >= deadline,
