@@ -99,6 +99,14 @@ fn udp_sessions_expires_exactly_the_quiet_sessions() {
 }
 
 #[test]
+fn udp_relay_keeps_sessions_alive_through_key_handles() {
+    run(
+        "udp_relay",
+        &["--duration", "1", "--sessions", "150", "--idle-ms", "300"],
+    );
+}
+
+#[test]
 fn peer_table_pings_idle_peers_and_drops_silent_ones() {
     run(
         "peer_table",
