@@ -116,10 +116,48 @@ fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
+/// `TASKS` session tasks touching random sessions through `touch(index, now)` (256
+/// per clock reading, then a yield) for `run`, then `stop` is raised. Returns the
+/// touches made and the process CPU time they took.
+async fn touch_sessions(
+    run: Duration,
+    stop: &Arc<AtomicBool>,
+    touch: impl Fn(usize, Instant) + Send + Sync + 'static,
+) -> (u64, Duration) {
+    let touch = Arc::new(touch);
+    let touches = Arc::new(AtomicU64::new(0));
+    let cpu_start = cpu_time();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let (touch, stop, touches) = (touch.clone(), stop.clone(), touches.clone());
+            tokio::spawn(async move {
+                let mut rng = Rng::new(t as u64 + 1);
+                let mut count = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let now = Instant::now();
+                    for _ in 0..256 {
+                        touch(rng.below(SESSIONS as u64) as usize, now);
+                    }
+                    count += 256;
+                    tokio::task::yield_now().await;
+                }
+                touches.fetch_add(count, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    tokio::time::sleep(run).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    (touches.load(Ordering::Relaxed), cpu_time() - cpu_start)
+}
+
+const SESSIONS: usize = 100_000;
+const TASKS: usize = 64;
+
 /// 100k sessions on a 2-worker runtime for `secs` seconds of traffic.
 fn sessions(secs: f64) {
-    const SESSIONS: usize = 100_000;
-    const TASKS: usize = 64;
     let rt = multi_thread(2);
     let run = Duration::from_secs_f64(secs);
     // Ours: one owner with one IdleQueue; session tasks touch through handles.
@@ -134,7 +172,6 @@ fn sessions(secs: f64) {
                 .collect(),
         );
         let stop = Arc::new(AtomicBool::new(false));
-        let touches = Arc::new(AtomicU64::new(0));
         let owner = {
             let stop = stop.clone();
             tokio::spawn(async move {
@@ -147,32 +184,11 @@ fn sessions(secs: f64) {
                 queue.stats().registrations
             })
         };
-        let cpu_start = cpu_time();
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|t| {
-                let (handles, stop, touches) = (handles.clone(), stop.clone(), touches.clone());
-                tokio::spawn(async move {
-                    let mut rng = Rng::new(t as u64 + 1);
-                    let mut count = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        let now = Instant::now();
-                        for _ in 0..256 {
-                            handles[rng.below(SESSIONS as u64) as usize].touch_at(now);
-                        }
-                        count += 256;
-                        tokio::task::yield_now().await;
-                    }
-                    touches.fetch_add(count, Ordering::Relaxed);
-                })
-            })
-            .collect();
-        tokio::time::sleep(run).await;
-        stop.store(true, Ordering::Relaxed);
-        for task in tasks {
-            task.await.unwrap();
-        }
-        let cpu = cpu_time() - cpu_start;
-        (owner.await.unwrap(), touches.load(Ordering::Relaxed), cpu)
+        let (touches, cpu) = touch_sessions(run, &stop, move |i, now| {
+            handles[i].touch_at(now);
+        })
+        .await;
+        (owner.await.unwrap(), touches, cpu)
     });
     // Peer: an IdleTimeout per session, each awaited by its own task, touched by the
     // session tasks through ActivityHandles (the lowest-cost per-session timer here).
@@ -193,40 +209,18 @@ fn sessions(secs: f64) {
             }));
         }
         let handles = Arc::new(handles);
-        let flag = Arc::new(AtomicBool::new(false));
-        let touches = Arc::new(AtomicU64::new(0));
         tokio::time::sleep(Duration::from_millis(100)).await; // every waiter polled once
-        let cpu_start = cpu_time();
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|t| {
-                let (handles, flag, touches) = (handles.clone(), flag.clone(), touches.clone());
-                tokio::spawn(async move {
-                    let mut rng = Rng::new(t as u64 + 1);
-                    let mut count = 0u64;
-                    while !flag.load(Ordering::Relaxed) {
-                        let now = Instant::now();
-                        for _ in 0..256 {
-                            handles[rng.below(SESSIONS as u64) as usize].touch_at(now);
-                        }
-                        count += 256;
-                        tokio::task::yield_now().await;
-                    }
-                    touches.fetch_add(count, Ordering::Relaxed);
-                })
-            })
-            .collect();
-        tokio::time::sleep(run).await;
-        flag.store(true, Ordering::Relaxed);
-        for task in tasks {
-            task.await.unwrap();
-        }
-        let cpu = cpu_time() - cpu_start;
+        let flag = Arc::new(AtomicBool::new(false));
+        let (touches, cpu) = touch_sessions(run, &flag, move |i, now| {
+            handles[i].touch_at(now);
+        })
+        .await;
         stop.notify_waiters();
         let mut registrations = 0;
         for waiter in waiters {
             registrations += waiter.await.unwrap();
         }
-        (registrations, touches.load(Ordering::Relaxed), cpu)
+        (registrations, touches, cpu)
     });
     let per = |cpu: Duration, n: u64| cpu.as_secs_f64() * 1e9 / n.max(1) as f64;
     println!(
