@@ -364,6 +364,10 @@ impl<T> DelayQueue<T> {
     }
 
     /// The key of the entry with the earliest deadline (also after later resets).
+    ///
+    /// One heap peek when the earliest entry has not been reset later since the last
+    /// poll; otherwise (later resets are stores, so the heap does not know yet) a scan
+    /// of every entry, `O(n)`. A poll settles the heap again.
     pub fn peek(&self) -> Option<Key> {
         self.core.peek().map(|(key, _)| Key(key))
     }
