@@ -174,6 +174,27 @@ fn insert_remove(c: &mut Criterion) {
     group.finish();
 }
 
+/// A `HashMap<u64, Key>` beside a `DelayQueue` of type `$queue` (both queues have the
+/// same API), reset per message through the map.
+macro_rules! hand_written_pair {
+    ($group:expr, $name:expr, $queue:ty, $n:expr, $label:expr) => {{
+        let n = $n;
+        let mut queue = <$queue>::with_capacity(n);
+        let index: HashMap<u64, _> = (0..n as u64)
+            .map(|id| (id, queue.insert(id as u32, TIMEOUT)))
+            .collect();
+        let _ = queue.poll_expired(&mut noop_cx());
+        let mut rng = Rng::new(11);
+        $group.bench_with_input(BenchmarkId::new($name, $label), &n, |b, &n| {
+            b.iter(|| {
+                if let Some(key) = index.get(&rng.below(n as u64)) {
+                    queue.reset(key, TIMEOUT);
+                }
+            })
+        });
+    }};
+}
+
 fn delay_map_reset(c: &mut Criterion) {
     let rt = current_thread();
     let _inside = rt.enter();
@@ -204,44 +225,9 @@ fn delay_map_reset(c: &mut Criterion) {
         );
         drop(peer);
 
-        let mut queue = Peer::with_capacity(n);
-        let index: HashMap<u64, _> = (0..n as u64)
-            .map(|id| (id, queue.insert(id as u32, TIMEOUT)))
-            .collect();
-        let _ = queue.poll_expired(&mut noop_cx());
-        let mut rng = Rng::new(11);
-        group.bench_with_input(
-            BenchmarkId::new("hashmap_plus_tokio_util", label),
-            &n,
-            |b, &n| {
-                b.iter(|| {
-                    if let Some(key) = index.get(&rng.below(n as u64)) {
-                        queue.reset(key, TIMEOUT);
-                    }
-                })
-            },
-        );
-        drop((queue, index));
-
-        // The same hand-written pair with our DelayQueue in place of tokio-util's.
-        let mut queue = Ours::with_capacity(n);
-        let index: HashMap<u64, _> = (0..n as u64)
-            .map(|id| (id, queue.insert(id as u32, TIMEOUT)))
-            .collect();
-        let _ = queue.poll_expired(&mut noop_cx());
-        let mut rng = Rng::new(11);
-        group.bench_with_input(
-            BenchmarkId::new("hashmap_plus_lazy_delay_queue", label),
-            &n,
-            |b, &n| {
-                b.iter(|| {
-                    if let Some(key) = index.get(&rng.below(n as u64)) {
-                        queue.reset(key, TIMEOUT);
-                    }
-                })
-            },
-        );
-        drop((queue, index));
+        // The hand-written pair, with tokio-util's queue and with ours.
+        hand_written_pair!(group, "hashmap_plus_tokio_util", Peer, n, label);
+        hand_written_pair!(group, "hashmap_plus_lazy_delay_queue", Ours, n, label);
 
         // The floor: one hash lookup and one clock read, storing the deadline.
         let mut map: HashMap<u64, Instant> = (0..n as u64).map(|id| (id, Instant::now())).collect();

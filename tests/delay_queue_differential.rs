@@ -117,6 +117,19 @@ fn run(ops: Vec<Op>, start_offset_us: u64) -> Result<(), TestCaseError> {
                 && !matches!(op, Op::Insert(When::Us(_)) | Op::ResetAt(_, When::Us(_)))
         });
         let tail = [Op::Advance(1_000, true)];
+        // Drains both queues at this instant and checks the bounds (see `drain`).
+        macro_rules! drain {
+            () => {
+                drain(
+                    &mut ours,
+                    &mut peer,
+                    &finals,
+                    &mut ours_out,
+                    &mut peer_out,
+                    start,
+                )?
+            };
+        }
         for op in ops.into_iter().chain(tail) {
             let now = Instant::now();
             match op {
@@ -156,14 +169,7 @@ fn run(ops: Vec<Op>, start_offset_us: u64) -> Result<(), TestCaseError> {
                     // "the same instant" means the same millisecond.
                     for _ in 0..n {
                         time::advance(Duration::from_millis(1)).await;
-                        drain(
-                            &mut ours,
-                            &mut peer,
-                            &finals,
-                            &mut ours_out,
-                            &mut peer_out,
-                            start,
-                        )?;
+                        drain!();
                         if ours.is_empty() && peer.is_empty() {
                             break;
                         }
@@ -171,14 +177,7 @@ fn run(ops: Vec<Op>, start_offset_us: u64) -> Result<(), TestCaseError> {
                 }
                 Op::Advance(n, false) => time::advance(Duration::from_micros(n)).await,
             }
-            drain(
-                &mut ours,
-                &mut peer,
-                &finals,
-                &mut ours_out,
-                &mut peer_out,
-                start,
-            )?;
+            drain!();
             // An entry that came out leaves the model (its keys are stale now).
             for slot in live.iter_mut() {
                 if slot
