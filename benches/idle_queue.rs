@@ -1,8 +1,8 @@
 //! Group 8: many idle timeouts in one task. `IdleQueue` against tokio-util's
-//! `DelayQueue`, one tokio `Sleep` per key, the `HashMap<u64, Instant>` sweep pattern,
-//! and the plain-memory floor.
+//! `DelayQueue` (and our drop-in of it), one tokio `Sleep` per key, the
+//! `HashMap<u64, Instant>` sweep pattern, and the plain-memory floor.
 //!
-//! - `idle_queue_touch_storm/*/{1k,100k,1M}` (criterion): one touch of a uniformly
+//! - `idle_queue_touch_storm/*/{1k,10k,100k,1M}` (criterion): one touch of a uniformly
 //!   random key, deadline `now + 30 s` from a `now` both sides compute the same way.
 //!   Two floors: a compare-and-store into records of our entry's size, and the same
 //!   reached through a table of keys, as every other row reaches its entry.
@@ -33,10 +33,11 @@ fn touch_storm(c: &mut Criterion) {
     let _inside = rt.enter();
     let mut group = c.benchmark_group("idle_queue_touch_storm");
     group.sample_size(20);
-    for n in [1_000usize, 100_000, 1_000_000] {
+    for n in [1_000usize, 10_000, 100_000, 1_000_000] {
         let base = Instant::now();
         let label = match n {
             1_000 => "1k",
+            10_000 => "10k",
             100_000 => "100k",
             _ => "1M",
         };
@@ -72,6 +73,28 @@ fn touch_storm(c: &mut Criterion) {
                 );
             })
         });
+        drop((delay, keys));
+
+        // Our drop-in, the same calls as the row above.
+        let mut delay = lazy_deadline::DelayQueue::with_capacity(n);
+        let keys: Vec<_> = (0..n as u32)
+            .map(|i| delay.insert_at(i, base + TIMEOUT))
+            .collect();
+        let _ = delay.poll_expired(&mut Context::from_waker(Waker::noop()));
+        let (mut rng, mut now) = (Rng::new(3), base);
+        group.bench_with_input(
+            BenchmarkId::new("lazy_delay_queue_reset", label),
+            &n,
+            |b, &n| {
+                b.iter(|| {
+                    now += PACKET;
+                    delay.reset_at(
+                        &keys[rng.below(n as u64) as usize],
+                        black_box(now) + TIMEOUT,
+                    );
+                })
+            },
+        );
         drop((delay, keys));
 
         let mut sleeps: Vec<_> = (0..n).map(|_| registered_sleep(base + TIMEOUT)).collect();
@@ -156,7 +179,7 @@ fn steady_traffic() {
         "\nsteady traffic: {KEYS} keys, 30 s timeout, {} touches per simulated second, {seconds} s simulated",
         TOUCHES_PER_MS * 1_000
     );
-    let run = |name: &str, f: &mut dyn FnMut(Instant, &mut Rng, bool) -> u64| {
+    let run = |id: &str, name: &str, f: &mut dyn FnMut(Instant, &mut Rng, bool) -> u64| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
@@ -177,10 +200,16 @@ fn steady_traffic() {
             elapsed.as_secs_f64(),
             elapsed.as_nanos() as f64 / (seconds * 1_000 * TOUCHES_PER_MS as u64) as f64
         );
+        record(&[
+            &"value",
+            &format!("idle_queue/steady/{id}/cpu_s"),
+            &elapsed.as_secs_f64(),
+        ]);
         elapsed
     };
 
     let baseline = run(
+        "baseline",
         "baseline: clock advance + random keys only",
         &mut |_, rng, _| {
             for _ in 0..TOUCHES_PER_MS {
@@ -191,18 +220,22 @@ fn steady_traffic() {
     );
 
     let mut queue: Option<(IdleQueue<u32>, Vec<_>)> = None;
-    let ours = run("IdleQueue::touch_at + poll", &mut |now, rng, _| {
-        let (queue, keys) = queue.get_or_insert_with(|| {
-            let mut q = IdleQueue::with_capacity(TIMEOUT, KEYS);
-            let keys: Vec<_> = (0..KEYS as u32).map(|i| q.insert(i)).collect();
-            (q, keys)
-        });
-        for _ in 0..TOUCHES_PER_MS {
-            queue.touch_at(keys[rng.below(KEYS as u64) as usize], now);
-        }
-        while poll_once(pin!(queue.expired())).is_ready() {}
-        0
-    });
+    let ours = run(
+        "idle_queue",
+        "IdleQueue::touch_at + poll",
+        &mut |now, rng, _| {
+            let (queue, keys) = queue.get_or_insert_with(|| {
+                let mut q = IdleQueue::with_capacity(TIMEOUT, KEYS);
+                let keys: Vec<_> = (0..KEYS as u32).map(|i| q.insert(i)).collect();
+                (q, keys)
+            });
+            for _ in 0..TOUCHES_PER_MS {
+                queue.touch_at(keys[rng.below(KEYS as u64) as usize], now);
+            }
+            while poll_once(pin!(queue.expired())).is_ready() {}
+            0
+        },
+    );
     let (q, _) = queue.take().unwrap();
     println!(
         "    re-files {} ({:.0}/s; bound keys/timeout = {:.0}/s), registrations {}, entry fires {}",
@@ -212,28 +245,43 @@ fn steady_traffic() {
         q.stats().registrations,
         q.stats().entry_fires
     );
+    for (what, value) in [
+        ("refiles", q.refiles()),
+        ("registrations", q.stats().registrations),
+        ("seconds", seconds),
+        ("keys", KEYS as u64),
+        ("timeout_s", TIMEOUT.as_secs()),
+        ("touches", seconds * 1_000 * TOUCHES_PER_MS as u64),
+    ] {
+        record(&[&"value", &format!("idle_queue/steady/{what}"), &value]);
+    }
     drop(q);
 
     let mut delay: Option<(DelayQueue<u32>, Vec<_>)> = None;
-    let theirs = run("DelayQueue::reset_at + poll", &mut |now, rng, _| {
-        let (delay, keys) = delay.get_or_insert_with(|| {
-            let mut d = DelayQueue::with_capacity(KEYS);
-            let keys: Vec<_> = (0..KEYS as u32)
-                .map(|i| d.insert_at(i, Instant::now() + TIMEOUT))
-                .collect();
-            (d, keys)
-        });
-        for _ in 0..TOUCHES_PER_MS {
-            delay.reset_at(&keys[rng.below(KEYS as u64) as usize], now + TIMEOUT);
-        }
-        let mut cx = Context::from_waker(Waker::noop());
-        while let Poll::Ready(Some(_)) = delay.poll_expired(&mut cx) {}
-        0
-    });
+    let theirs = run(
+        "delay_queue",
+        "DelayQueue::reset_at + poll",
+        &mut |now, rng, _| {
+            let (delay, keys) = delay.get_or_insert_with(|| {
+                let mut d = DelayQueue::with_capacity(KEYS);
+                let keys: Vec<_> = (0..KEYS as u32)
+                    .map(|i| d.insert_at(i, Instant::now() + TIMEOUT))
+                    .collect();
+                (d, keys)
+            });
+            for _ in 0..TOUCHES_PER_MS {
+                delay.reset_at(&keys[rng.below(KEYS as u64) as usize], now + TIMEOUT);
+            }
+            let mut cx = Context::from_waker(Waker::noop());
+            while let Poll::Ready(Some(_)) = delay.poll_expired(&mut cx) {}
+            0
+        },
+    );
     drop(delay);
 
     let mut map: Option<HashMap<u64, Instant>> = None;
     let sweep = run(
+        "hashmap_sweep",
         "HashMap store + sweep every 1 s",
         &mut |now, rng, sweep_now| {
             let map = map.get_or_insert_with(|| (0..KEYS as u64).map(|k| (k, now)).collect());
@@ -271,7 +319,18 @@ fn mass_expiry() {
         .unwrap();
     let _inside = rt.enter();
     let mut cx = Context::from_waker(Waker::noop());
-    let report = |name: &str, total: Duration, longest: Duration, yielded: u32| {
+    let report = |id: &str, name: &str, total: Duration, longest: Duration, yielded: u32| {
+        let key = format!("idle_queue/mass_expiry/{id}");
+        record(&[
+            &"value",
+            &format!("{key}/total_ms"),
+            &(total.as_secs_f64() * 1e3),
+        ]);
+        record(&[
+            &"value",
+            &format!("{key}/longest_us"),
+            &(longest.as_secs_f64() * 1e6),
+        ]);
         println!(
             "  {name:<12} total {:>7.1} ms ({:.0} ns per entry), longest poll {:>7.1} µs, yielded {yielded}",
             total.as_secs_f64() * 1e3,
@@ -293,7 +352,7 @@ fn mass_expiry() {
         longest = longest.max(poll_start.elapsed());
         yielded += u32::from(ready);
     }
-    report("IdleQueue", start.elapsed(), longest, yielded);
+    report("idle_queue", "IdleQueue", start.elapsed(), longest, yielded);
     drop(queue);
 
     let mut delay = DelayQueue::with_capacity(KEYS as usize);
@@ -310,7 +369,13 @@ fn mass_expiry() {
         longest = longest.max(poll_start.elapsed());
         yielded += u32::from(ready);
     }
-    report("DelayQueue", start.elapsed(), longest, yielded);
+    report(
+        "delay_queue",
+        "DelayQueue",
+        start.elapsed(),
+        longest,
+        yielded,
+    );
 }
 
 /// Resident bytes per key at 1M keys (`T = ()`), every structure built before any
@@ -320,25 +385,39 @@ fn memory() {
     let rt = current_thread();
     let _inside = rt.enter();
     println!("\nmemory: resident bytes per key at {KEYS} keys, T = ()");
-    let measure = |name: &str, build: &mut dyn FnMut() -> Box<dyn std::any::Any>| {
+    let measure = |id: &str, name: &str, build: &mut dyn FnMut() -> Box<dyn std::any::Any>| {
         let before = rss_bytes().unwrap_or(0);
         let built = build();
         let after = rss_bytes().unwrap_or(0);
         let per_key = after.saturating_sub(before) as f64 / KEYS as f64;
         println!("  {name:<48} {per_key:>6.1} B");
+        record(&[
+            &"value",
+            &format!("idle_queue/memory/{id}/bytes_per_key"),
+            &per_key,
+        ]);
         (built, per_key)
     };
-    let ours = measure("IdleQueue<()> (keys kept in a Vec<Key>)", &mut || {
-        let mut q = IdleQueue::with_capacity(TIMEOUT, KEYS);
-        let keys: Vec<_> = (0..KEYS).map(|_| q.insert(())).collect();
-        Box::new((q, keys))
-    });
-    let theirs = measure("DelayQueue<()> (keys kept in a Vec<Key>)", &mut || {
-        let mut d = DelayQueue::with_capacity(KEYS);
-        let keys: Vec<_> = (0..KEYS).map(|_| d.insert((), TIMEOUT)).collect();
-        Box::new((d, keys))
-    });
+    let ours = measure(
+        "idle_queue",
+        "IdleQueue<()> (keys kept in a Vec<Key>)",
+        &mut || {
+            let mut q = IdleQueue::with_capacity(TIMEOUT, KEYS);
+            let keys: Vec<_> = (0..KEYS).map(|_| q.insert(())).collect();
+            Box::new((q, keys))
+        },
+    );
+    let theirs = measure(
+        "delay_queue",
+        "DelayQueue<()> (keys kept in a Vec<Key>)",
+        &mut || {
+            let mut d = DelayQueue::with_capacity(KEYS);
+            let keys: Vec<_> = (0..KEYS).map(|_| d.insert((), TIMEOUT)).collect();
+            Box::new((d, keys))
+        },
+    );
     let side = measure(
+        "delay_queue_side_map",
         "DelayQueue<()> + HashMap<u64, delay_queue::Key>",
         &mut || {
             let mut d = DelayQueue::with_capacity(KEYS);

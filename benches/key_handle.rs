@@ -93,6 +93,12 @@ fn touch(c: &mut Criterion) {
             .iter()
             .filter(|f| f.swap(false, Ordering::Relaxed))
             .count();
+        let sweep_ms = started.elapsed().as_secs_f64() * 1e3;
+        record(&[
+            &"value",
+            &format!("key_handle/flag_sweep_ms/{label}"),
+            &sweep_ms,
+        ]);
         println!(
             "flag_per_key/{label}: one sweep over {n} keys takes {:.2} ms ({live} flagged)",
             started.elapsed().as_secs_f64() * 1e3
@@ -223,6 +229,19 @@ fn sessions(secs: f64) {
         (registrations, touches, cpu)
     });
     let per = |cpu: Duration, n: u64| cpu.as_secs_f64() * 1e9 / n.max(1) as f64;
+    for (who, regs, cpu_per_touch) in [
+        (
+            "idle_timeout_per_session",
+            peer_registrations,
+            per(peer_cpu, peer_touches),
+        ),
+        ("idle_queue_key_handle", registrations, per(cpu, touches)),
+    ] {
+        let key = format!("key_handle/sessions/{who}");
+        record(&[&"value", &format!("{key}/registrations"), &regs]);
+        record(&[&"value", &format!("{key}/cpu_ns_per_touch"), &cpu_per_touch]);
+    }
+    record(&[&"value", &"key_handle/sessions/seconds", &secs]);
     println!(
         "sessions: 100k on 2 workers, {secs:.0} s of touches from {TASKS} tasks: runtime timer registrations IdleTimeout per session {peer_registrations} | IdleQueue + KeyHandle {registrations} ({:.0}x fewer); CPU per touch {:.1} ns | {:.1} ns ({:.2}x)",
         peer_registrations as f64 / registrations.max(1) as f64,

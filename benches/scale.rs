@@ -24,10 +24,16 @@ const KIND_TIMEOUTS: [Duration; 5] = [
 ];
 
 /// Builds something, returning it with the resident memory it added per connection.
-fn measured<T>(label: &str, build: impl FnOnce() -> T) -> T {
+fn measured<T>(id: &str, label: &str, build: impl FnOnce() -> T) -> T {
     let before = rss_bytes();
     let built = build();
     if let (Some(before), Some(after)) = (before, rss_bytes()) {
+        let per_connection = after.saturating_sub(before) / CONNECTIONS as u64;
+        record(&[
+            &"value",
+            &format!("scale/memory/{id}/bytes_per_connection"),
+            &per_connection,
+        ]);
         eprintln!(
             "scale: {label}: {} bytes resident per connection ({CONNECTIONS} connections x 5 timers)",
             after.saturating_sub(before) / CONNECTIONS as u64
@@ -44,12 +50,12 @@ fn connections(c: &mut Criterion) {
     let first = base + Duration::from_secs(3600);
     // All three are built before any is dropped: a resident-size delta taken after a
     // drop would only show the allocator reusing freed pages.
-    let mut sleeps = measured("tokio Sleep x5", || {
+    let mut sleeps = measured("tokio_sleeps", "tokio Sleep x5", || {
         (0..CONNECTIONS * 5)
             .map(|i| registered_sleep(first + KIND_TIMEOUTS[i % 5]))
             .collect::<Vec<_>>()
     });
-    let (mut queue, keys) = measured("DelayQueue (one queue)", || {
+    let (mut queue, keys) = measured("delay_queue", "DelayQueue (one queue)", || {
         let mut queue = DelayQueue::with_capacity(CONNECTIONS * 5);
         let keys: Vec<_> = (0..CONNECTIONS * 5)
             .map(|i| queue.insert_at(i as u32, first + KIND_TIMEOUTS[i % 5]))
@@ -60,7 +66,7 @@ fn connections(c: &mut Criterion) {
             .is_pending());
         (queue, keys)
     });
-    let mut timers = measured("SlotTimer<5 kinds>", || {
+    let mut timers = measured("slot_timers", "SlotTimer<5 kinds>", || {
         (0..CONNECTIONS)
             .map(|_| {
                 let mut t = SlotTimer::<Tcp>::new();

@@ -10,6 +10,10 @@
 //! resolved before its deadline (a correctness failure); lateness is reported, not
 //! asserted (shared machines stall).
 
+// Machine-readable figures for benches/report.py (a no-op unless it asks for them).
+#[path = "../benches/common/record.rs"]
+mod record;
+
 use lazy_deadline::{timer_kinds, IdleTimeout, SlotTimer};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -175,12 +179,23 @@ fn main() {
         "{:<14} {:>8} {:>8} {:>12} {:>8}",
         "", "", "", "of rounds)", ""
     );
+    record::record(&[&"value", &"accuracy/rounds", &rounds]);
+    record::record(&[&"value", &"accuracy/timers", &TIMERS]);
     let mut early = 0;
     let (mut tokio_p99, mut worst_ours_p99) = (0, 0);
     for (i, &flavour) in flavours.iter().enumerate() {
         let all = &mut samples[i];
         all.sort_unstable();
         let p99 = median(p99s[i].clone());
+        let key = format!("accuracy/{flavour:?}");
+        for (what, value) in [
+            ("min_us", all[0]),
+            ("p50_us", percentile(all, 0.5)),
+            ("p99_us", p99),
+            ("max_us", all[all.len() - 1]),
+        ] {
+            record::record(&[&"value", &format!("{key}/{what}"), &value]);
+        }
         println!(
             "{:<14} {:>8} {:>8} {:>12} {:>8}",
             format!("{flavour:?}"),

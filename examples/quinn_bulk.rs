@@ -24,6 +24,9 @@
 
 #[path = "../tests/common/quic.rs"]
 mod quic;
+// Machine-readable figures for benches/report.py (a no-op unless it asks for them).
+#[path = "../benches/common/record.rs"]
+mod record;
 
 use lazy_deadline::quinn::LazyRuntime;
 use quinn::{AsyncTimer, Runtime, TokioRuntime, TransportConfig};
@@ -354,6 +357,11 @@ fn main() -> ExitCode {
     println!(
         "quinn over 127.0.0.1: bulk {mib:.0} MiB; request/response {CONNECTIONS} x {exchanges} exchanges of {MESSAGE} B; {reps} repetition(s), runtimes alternating\n"
     );
+    record::record(&[&"value", &"quinn/mib", &mib]);
+    record::record(&[&"value", &"quinn/exchanges", &exchanges]);
+    record::record(&[&"value", &"quinn/connections", &CONNECTIONS]);
+    record::record(&[&"value", &"quinn/message_bytes", &MESSAGE]);
+    record::record(&[&"value", &"quinn/reps", &reps]);
     let mut all_complete = true;
     for multi_thread in [false, true] {
         println!(
@@ -405,6 +413,24 @@ fn main() -> ExitCode {
                         format!("{:.1} µs/x", cpu / units * 1e6),
                     ),
                 };
+                let gib_or_exchange = match workload {
+                    Workload::Bulk { .. } => units / (1u64 << 30) as f64,
+                    Workload::RequestResponse { .. } => units,
+                };
+                record::record(&[
+                    &"quinn_row",
+                    &if multi_thread {
+                        "2 workers"
+                    } else {
+                        "current-thread"
+                    },
+                    &name,
+                    &label,
+                    &rate,
+                    &(cpu / gib_or_exchange),
+                    &resets,
+                    &arms,
+                ]);
                 println!(
                     "{:<34} {:<12} {:>12} {:>10} {:>8} {:>12} {:>11} {:>7.2}%",
                     name,

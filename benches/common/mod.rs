@@ -2,6 +2,11 @@
 #![allow(dead_code)]
 
 pub mod peers;
+pub mod record;
+
+// Not every suite records figures; those that do call `record(..)` directly.
+#[allow(unused_imports)]
+pub use record::record;
 
 use criterion::Criterion;
 use std::future::Future;

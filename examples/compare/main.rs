@@ -488,6 +488,19 @@ fn driver_work(queue_touches_per_ms: u32) {
         }
         (idle.stats().registrations, timers.stats().registrations)
     });
+    let (queue_regs, refiles) = idle_queue_work(&rt, queue_touches_per_ms);
+    for (what, value) in [
+        ("idle_timeout_registrations_per_s", idle_regs),
+        ("slot_timer_registrations_per_s", slot_regs),
+        ("idle_queue_registrations_per_s", queue_regs),
+        ("idle_queue_refiles_per_s", refiles),
+        (
+            "idle_queue_touches_per_s",
+            u64::from(queue_touches_per_ms) * 1_000,
+        ),
+    ] {
+        common::record(&[&"value", &format!("compare/driver_work/{what}"), &value]);
+    }
     println!("runtime timer work per second of traffic (1,000,000 packets at 1 µs, paused clock):");
     println!(
         "  idle timeout {} ms:            tokio Sleep::reset per packet 1,000,000 | IdleTimeout registrations {idle_regs}",
@@ -498,7 +511,6 @@ fn driver_work(queue_touches_per_ms: u32) {
         TLP.as_millis(),
         RTO.as_millis()
     );
-    let (queue_regs, refiles) = idle_queue_work(&rt, queue_touches_per_ms);
     println!(
         "  {QUEUE_KEYS} keys, 30 s idle timeout, {} touches/s: DelayQueue::reset per touch {} | IdleQueue registrations {queue_regs}, re-files {refiles} (mean of 60 s)",
         queue_touches_per_ms * 1_000,
@@ -540,6 +552,12 @@ fn idle_queue_work(rt: &tokio::runtime::Runtime, touches_per_ms: u32) -> (u64, u
 fn memory() {
     let sleep = std::mem::size_of::<tokio::time::Sleep>();
     let ours = SlotTimer::<Tcp>::memory_footprint();
+    common::record(&[
+        &"value",
+        &"compare/memory/five_tokio_sleeps_bytes",
+        &(5 * sleep),
+    ]);
+    common::record(&[&"value", &"compare/memory/slot_timer_bytes", &ours]);
     println!(
         "memory for 5 kinds of timer: five tokio::time::Sleep = {} B; one SlotTimer<5 kinds> = {ours} B incl. heap",
         5 * sleep

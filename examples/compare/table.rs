@@ -83,6 +83,15 @@ impl Bench {
             .flat_map(|s| self.rows.iter().filter(move |r| r.section == *s));
         let mut section = "";
         for row in ordered {
+            crate::common::record(&[
+                &"compare_row",
+                &row.section,
+                &row.workload,
+                &row.peer,
+                &row.peer_ns,
+                &row.ours,
+                &row.ours_ns,
+            ]);
             if row.section != section {
                 section = row.section;
                 println!("-- {section}");
