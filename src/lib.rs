@@ -48,6 +48,9 @@
 //!   that is not in the queue, as tokio-util's do.
 //! - No `unsafe` code.
 //!
+//! The whole list, with what every kind of bad input does and how the tests check
+//! it, is the [`guarantees`] page.
+//!
 //! # Features
 //!
 //! Both off by default; the default build depends on tokio, futures and
@@ -242,6 +245,11 @@ pub use kind::{Iter as KindSetIter, KindSet, TimerKind};
 pub use sleep::{sleep, sleep_until, Sleep};
 pub use slot_timer::{SlotBatch, SlotHandle, SlotTimer};
 pub use stats::Stats;
+
+// The guarantees, the bad-input table and how the tests check them: one page in the
+// repository (docs/guarantees.md) and on docs.rs, where the README does not reach.
+#[doc = include_str!("../docs/guarantees.md")]
+pub mod guarantees {}
 
 /// The README's Rust example, compiled and run as a doc test.
 #[cfg(doctest)]

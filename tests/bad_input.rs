@@ -1,4 +1,4 @@
-//! The bad-input and lifecycle table of the README, one test per row (paused clock
+//! The bad-input and lifecycle table of `docs/guarantees.md`, one test per row (paused clock
 //! unless a second runtime's real clock is the point).
 
 mod common;

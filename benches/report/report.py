@@ -103,6 +103,7 @@ def criterion_medians():
                 "median_ns": median["point_estimate"],
                 "low_ns": ci["lower_bound"],
                 "high_ns": ci["upper_bound"],
+                "elements": (bench.get("throughput") or {}).get("Elements"),
             }
     return dict(sorted(out.items()))
 
