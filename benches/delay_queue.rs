@@ -327,8 +327,8 @@ fn mass_expiry() {
         let (peer_total, peer_longest, n2) =
             drain(&mut || peer.poll_expired(&mut noop_cx()).map(|e| e.is_some()));
         assert_eq!((n1, n2), (N, N));
-        record_drain("delay_queue", "tokio_util", peer_total, peer_longest);
-        record_drain("delay_queue", "ours", ours_total, ours_longest);
+        record_drain("delay_queue/mass_expiry/tokio_util", peer_total, peer_longest);
+        record_drain("delay_queue/mass_expiry/ours", ours_total, ours_longest);
         println!(
             "mass expiry, 1M entries due together: total tokio-util {:.1} ms | ours {:.1} ms ({:.2}x); longest poll tokio-util {:.1} µs | ours {:.1} µs",
             peer_total.as_secs_f64() * 1e3,
@@ -350,8 +350,8 @@ fn mass_expiry() {
             drain(&mut || map.poll_expired(&mut noop_cx()).map(|e| e.is_some()));
         let (hmd_total, hmd_longest, _) =
             drain(&mut || hmd.poll_expired(&mut noop_cx()).map(|e| e.is_some()));
-        record_drain("delay_map", "hashmapdelay", hmd_total, hmd_longest);
-        record_drain("delay_map", "ours", map_total, map_longest);
+        record_drain("delay_map/mass_expiry/hashmapdelay", hmd_total, hmd_longest);
+        record_drain("delay_map/mass_expiry/ours", map_total, map_longest);
         println!(
             "mass expiry, 1M keys due together: total HashMapDelay {:.1} ms | DelayMap {:.1} ms ({:.2}x); longest poll HashMapDelay {:.1} µs | DelayMap {:.1} µs",
             hmd_total.as_secs_f64() * 1e3,
@@ -361,21 +361,6 @@ fn mass_expiry() {
             map_longest.as_secs_f64() * 1e6,
         );
     }));
-}
-
-/// Records one drain of `mass_expiry` for `benches/report.py`.
-fn record_drain(suite: &str, who: &str, total: Duration, longest: Duration) {
-    let key = format!("{suite}/mass_expiry/{who}");
-    record(&[
-        &"value",
-        &format!("{key}/total_ms"),
-        &(total.as_secs_f64() * 1e3),
-    ]);
-    record(&[
-        &"value",
-        &format!("{key}/longest_us"),
-        &(longest.as_secs_f64() * 1e6),
-    ]);
 }
 
 /// Resident bytes per entry at 100k entries: the process's RSS growth while one

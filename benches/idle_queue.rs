@@ -28,6 +28,28 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// touches records as large as ours.
 const RECORD_WORDS: usize = 5;
 
+/// One touch-storm row over a queue with tokio-util's `DelayQueue` API: `n` keys
+/// inserted 30 s out, then a random key reset to `now + 30 s` per iteration.
+macro_rules! delay_queue_row {
+    ($group:expr, $name:expr, $queue:ty, $n:expr, $label:expr, $base:expr) => {{
+        let mut delay = <$queue>::with_capacity($n);
+        let keys: Vec<_> = (0..$n as u32)
+            .map(|i| delay.insert_at(i, $base + TIMEOUT))
+            .collect();
+        let _ = delay.poll_expired(&mut Context::from_waker(Waker::noop()));
+        let (mut rng, mut now) = (Rng::new(3), $base);
+        $group.bench_with_input(BenchmarkId::new($name, $label), &$n, |b, &n| {
+            b.iter(|| {
+                now += PACKET;
+                delay.reset_at(
+                    &keys[rng.below(n as u64) as usize],
+                    black_box(now) + TIMEOUT,
+                );
+            })
+        });
+    }};
+}
+
 fn touch_storm(c: &mut Criterion) {
     let rt = current_thread();
     let _inside = rt.enter();
@@ -58,44 +80,16 @@ fn touch_storm(c: &mut Criterion) {
         );
         drop((queue, keys));
 
-        let mut delay = DelayQueue::with_capacity(n);
-        let keys: Vec<_> = (0..n as u32)
-            .map(|i| delay.insert_at(i, base + TIMEOUT))
-            .collect();
-        let _ = delay.poll_expired(&mut Context::from_waker(Waker::noop()));
-        let (mut rng, mut now) = (Rng::new(3), base);
-        group.bench_with_input(BenchmarkId::new("delay_queue_reset", label), &n, |b, &n| {
-            b.iter(|| {
-                now += PACKET;
-                delay.reset_at(
-                    &keys[rng.below(n as u64) as usize],
-                    black_box(now) + TIMEOUT,
-                );
-            })
-        });
-        drop((delay, keys));
-
-        // Our drop-in, the same calls as the row above.
-        let mut delay = lazy_deadline::DelayQueue::with_capacity(n);
-        let keys: Vec<_> = (0..n as u32)
-            .map(|i| delay.insert_at(i, base + TIMEOUT))
-            .collect();
-        let _ = delay.poll_expired(&mut Context::from_waker(Waker::noop()));
-        let (mut rng, mut now) = (Rng::new(3), base);
-        group.bench_with_input(
-            BenchmarkId::new("lazy_delay_queue_reset", label),
-            &n,
-            |b, &n| {
-                b.iter(|| {
-                    now += PACKET;
-                    delay.reset_at(
-                        &keys[rng.below(n as u64) as usize],
-                        black_box(now) + TIMEOUT,
-                    );
-                })
-            },
+        // tokio-util's queue and our drop-in, through the same calls.
+        delay_queue_row!(group, "delay_queue_reset", DelayQueue<u32>, n, label, base);
+        delay_queue_row!(
+            group,
+            "lazy_delay_queue_reset",
+            lazy_deadline::DelayQueue<u32>,
+            n,
+            label,
+            base
         );
-        drop((delay, keys));
 
         let mut sleeps: Vec<_> = (0..n).map(|_| registered_sleep(base + TIMEOUT)).collect();
         let (mut rng, mut now) = (Rng::new(3), base);
@@ -320,17 +314,7 @@ fn mass_expiry() {
     let _inside = rt.enter();
     let mut cx = Context::from_waker(Waker::noop());
     let report = |id: &str, name: &str, total: Duration, longest: Duration, yielded: u32| {
-        let key = format!("idle_queue/mass_expiry/{id}");
-        record(&[
-            &"value",
-            &format!("{key}/total_ms"),
-            &(total.as_secs_f64() * 1e3),
-        ]);
-        record(&[
-            &"value",
-            &format!("{key}/longest_us"),
-            &(longest.as_secs_f64() * 1e6),
-        ]);
+        record_drain(&format!("idle_queue/mass_expiry/{id}"), total, longest);
         println!(
             "  {name:<12} total {:>7.1} ms ({:.0} ns per entry), longest poll {:>7.1} µs, yielded {yielded}",
             total.as_secs_f64() * 1e3,

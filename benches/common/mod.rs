@@ -36,6 +36,14 @@ pub const RTO: Duration = Duration::from_millis(200);
 pub const IDLE: Duration = Duration::from_millis(100);
 pub const PACKET: Duration = Duration::from_micros(1);
 
+/// Records a mass-expiry drain for `benches/report/`: its total and its longest poll.
+pub fn record_drain(key: &str, total: Duration, longest: Duration) {
+    let total_ms = total.as_secs_f64() * 1e3;
+    let longest_us = longest.as_secs_f64() * 1e6;
+    record(&[&"value", &format!("{key}/total_ms"), &total_ms]);
+    record(&[&"value", &format!("{key}/longest_us"), &longest_us]);
+}
+
 /// Criterion settings sized for a shared 2-core machine: the whole suite in minutes.
 pub fn config() -> Criterion {
     Criterion::default()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measures everything BENCHMARKS.md and the README show, in one run, and renders them.
 
-    python3 benches/report/report.py            # measure (about 25 minutes here), then render
+    python3 benches/report/report.py            # measure (about 11 minutes here), then render
     python3 benches/report/report.py --render   # render again from docs/bench-results.json
     python3 benches/report/report.py --collect  # gather target/ again after a finished run
 
