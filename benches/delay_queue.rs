@@ -388,11 +388,7 @@ fn memory() {
         ("hashmapdelay", hmd),
         ("delay_map", map),
     ] {
-        record(&[
-            &"value",
-            &format!("delay_queue/memory/{who}/bytes_per_entry"),
-            &bytes,
-        ]);
+        record_value(&format!("delay_queue/memory/{who}/bytes_per_entry"), bytes);
     }
     line.push(format!(
         "resident bytes per entry (100k, u32 values, RSS growth): tokio-util DelayQueue {peer:.0} | ours {ours:.0} ({:.2}x); HashMapDelay<u64, ()> {hmd:.0} | DelayMap {map:.0} ({:.2}x)",

@@ -194,11 +194,10 @@ fn steady_traffic() {
             elapsed.as_secs_f64(),
             elapsed.as_nanos() as f64 / (seconds * 1_000 * TOUCHES_PER_MS as u64) as f64
         );
-        record(&[
-            &"value",
+        record_value(
             &format!("idle_queue/steady/{id}/cpu_s"),
-            &elapsed.as_secs_f64(),
-        ]);
+            elapsed.as_secs_f64(),
+        );
         elapsed
     };
 
@@ -247,7 +246,7 @@ fn steady_traffic() {
         ("timeout_s", TIMEOUT.as_secs()),
         ("touches", seconds * 1_000 * TOUCHES_PER_MS as u64),
     ] {
-        record(&[&"value", &format!("idle_queue/steady/{what}"), &value]);
+        record_value(&format!("idle_queue/steady/{what}"), value);
     }
     drop(q);
 
@@ -375,11 +374,7 @@ fn memory() {
         let after = rss_bytes().unwrap_or(0);
         let per_key = after.saturating_sub(before) as f64 / KEYS as f64;
         println!("  {name:<48} {per_key:>6.1} B");
-        record(&[
-            &"value",
-            &format!("idle_queue/memory/{id}/bytes_per_key"),
-            &per_key,
-        ]);
+        record_value(&format!("idle_queue/memory/{id}/bytes_per_key"), per_key);
         (built, per_key)
     };
     let ours = measure(

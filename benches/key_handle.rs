@@ -94,11 +94,7 @@ fn touch(c: &mut Criterion) {
             .filter(|f| f.swap(false, Ordering::Relaxed))
             .count();
         let sweep_ms = started.elapsed().as_secs_f64() * 1e3;
-        record(&[
-            &"value",
-            &format!("key_handle/flag_sweep_ms/{label}"),
-            &sweep_ms,
-        ]);
+        record_value(&format!("key_handle/flag_sweep_ms/{label}"), sweep_ms);
         println!(
             "flag_per_key/{label}: one sweep over {n} keys takes {:.2} ms ({live} flagged)",
             started.elapsed().as_secs_f64() * 1e3
@@ -238,10 +234,10 @@ fn sessions(secs: f64) {
         ("idle_queue_key_handle", registrations, per(cpu, touches)),
     ] {
         let key = format!("key_handle/sessions/{who}");
-        record(&[&"value", &format!("{key}/registrations"), &regs]);
-        record(&[&"value", &format!("{key}/cpu_ns_per_touch"), &cpu_per_touch]);
+        record_value(&format!("{key}/registrations"), regs);
+        record_value(&format!("{key}/cpu_ns_per_touch"), cpu_per_touch);
     }
-    record(&[&"value", &"key_handle/sessions/seconds", &secs]);
+    record_value("key_handle/sessions/seconds", secs);
     println!(
         "sessions: 100k on 2 workers, {secs:.0} s of touches from {TASKS} tasks: runtime timer registrations IdleTimeout per session {peer_registrations} | IdleQueue + KeyHandle {registrations} ({:.0}x fewer); CPU per touch {:.1} ns | {:.1} ns ({:.2}x)",
         peer_registrations as f64 / registrations.max(1) as f64,

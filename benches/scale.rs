@@ -29,11 +29,10 @@ fn measured<T>(id: &str, label: &str, build: impl FnOnce() -> T) -> T {
     let built = build();
     if let (Some(before), Some(after)) = (before, rss_bytes()) {
         let per_connection = after.saturating_sub(before) / CONNECTIONS as u64;
-        record(&[
-            &"value",
+        record_value(
             &format!("scale/memory/{id}/bytes_per_connection"),
-            &per_connection,
-        ]);
+            per_connection,
+        );
         eprintln!(
             "scale: {label}: {} bytes resident per connection ({CONNECTIONS} connections x 5 timers)",
             after.saturating_sub(before) / CONNECTIONS as u64

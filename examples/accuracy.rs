@@ -179,8 +179,8 @@ fn main() {
         "{:<14} {:>8} {:>8} {:>12} {:>8}",
         "", "", "", "of rounds)", ""
     );
-    record::record(&[&"value", &"accuracy/rounds", &rounds]);
-    record::record(&[&"value", &"accuracy/timers", &TIMERS]);
+    record::record_value("accuracy/rounds", rounds);
+    record::record_value("accuracy/timers", TIMERS);
     let mut early = 0;
     let (mut tokio_p99, mut worst_ours_p99) = (0, 0);
     for (i, &flavour) in flavours.iter().enumerate() {
@@ -194,7 +194,7 @@ fn main() {
             ("p99_us", p99),
             ("max_us", all[all.len() - 1]),
         ] {
-            record::record(&[&"value", &format!("{key}/{what}"), &value]);
+            record::record_value(&format!("{key}/{what}"), value);
         }
         println!(
             "{:<14} {:>8} {:>8} {:>12} {:>8}",

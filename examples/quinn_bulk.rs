@@ -357,11 +357,11 @@ fn main() -> ExitCode {
     println!(
         "quinn over 127.0.0.1: bulk {mib:.0} MiB; request/response {CONNECTIONS} x {exchanges} exchanges of {MESSAGE} B; {reps} repetition(s), runtimes alternating\n"
     );
-    record::record(&[&"value", &"quinn/mib", &mib]);
-    record::record(&[&"value", &"quinn/exchanges", &exchanges]);
-    record::record(&[&"value", &"quinn/connections", &CONNECTIONS]);
-    record::record(&[&"value", &"quinn/message_bytes", &MESSAGE]);
-    record::record(&[&"value", &"quinn/reps", &reps]);
+    record::record_value("quinn/mib", mib);
+    record::record_value("quinn/exchanges", exchanges);
+    record::record_value("quinn/connections", CONNECTIONS);
+    record::record_value("quinn/message_bytes", MESSAGE);
+    record::record_value("quinn/reps", reps);
     let mut all_complete = true;
     for multi_thread in [false, true] {
         println!(

@@ -4,9 +4,9 @@
 pub mod peers;
 pub mod record;
 
-// Not every suite records figures; those that do call `record(..)` directly.
+// Not every suite records figures; those that do call these directly.
 #[allow(unused_imports)]
-pub use record::record;
+pub use record::{record, record_value};
 
 use criterion::Criterion;
 use std::future::Future;
@@ -40,8 +40,8 @@ pub const PACKET: Duration = Duration::from_micros(1);
 pub fn record_drain(key: &str, total: Duration, longest: Duration) {
     let total_ms = total.as_secs_f64() * 1e3;
     let longest_us = longest.as_secs_f64() * 1e6;
-    record(&[&"value", &format!("{key}/total_ms"), &total_ms]);
-    record(&[&"value", &format!("{key}/longest_us"), &longest_us]);
+    record_value(&format!("{key}/total_ms"), total_ms);
+    record_value(&format!("{key}/longest_us"), longest_us);
 }
 
 /// Criterion settings sized for a shared 2-core machine: the whole suite in minutes.

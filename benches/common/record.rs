@@ -1,10 +1,10 @@
-//! Machine-readable figures for `benches/report.py`. When `LAZY_DEADLINE_RECORD`
+//! Machine-readable figures for `benches/report/report.py`. When `LAZY_DEADLINE_RECORD`
 //! names a file, each call appends one line to it: the fields separated by tabs, the
 //! first naming what the line holds. Without the variable a call does nothing, so the
 //! suites and examples print exactly what they printed before.
 //!
 //! Shared by the criterion suites (`benches/common`) and the examples that
-//! `report.py` runs (`#[path]`-included there), so every figure it renders comes
+//! the report runs (`#[path]`-included there), so every figure it renders comes
 //! from the program that measured it, never from parsing a human-readable line.
 
 use std::fmt::Display;
@@ -30,4 +30,9 @@ pub fn record(fields: &[&dyn Display]) {
     let mut file = file.unwrap_or_else(|e| panic!("LAZY_DEADLINE_RECORD {path:?}: {e}"));
     writeln!(file, "{}", line.join("\t"))
         .unwrap_or_else(|e| panic!("LAZY_DEADLINE_RECORD {path:?}: {e}"));
+}
+
+/// Records one named figure: a `value` line, which the report reads as a number.
+pub fn record_value(key: &str, value: impl Display) {
+    record(&[&"value", &key, &value]);
 }

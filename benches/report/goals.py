@@ -159,7 +159,7 @@ def _shown(value, unit, op, bound):
     return fmt(value), f"{op.replace('>=', '≥').replace('<=', '≤')} {fmt(bound)}"
 
 
-def section(r, t, x, table):
+def section(r, table):
     rows, misses = [], {}
     for workload, goal, value, unit, op, bound, why in _goals(r):
         met = value >= bound if op == ">=" else value <= bound

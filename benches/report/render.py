@@ -561,7 +561,7 @@ def plots(root, r):
 def main(root, raw):
     r = Results(raw)
     body = "\n".join([header(r), at_a_glance(r), lone_reset(r), idle(r), tcp(r), per_request(r), pending(r),
-                      many_keys(r), delay_queue(r), key_handle(r), real(r), goals.section(r, t, x, table)])
+                      many_keys(r), delay_queue(r), key_handle(r), real(r), goals.section(r, table)])
     with open(os.path.join(root, "BENCHMARKS.md"), "w") as f:
         f.write(body.rstrip() + "\n")
     readme = os.path.join(root, "README.md")

@@ -499,7 +499,7 @@ fn driver_work(queue_touches_per_ms: u32) {
             u64::from(queue_touches_per_ms) * 1_000,
         ),
     ] {
-        common::record(&[&"value", &format!("compare/driver_work/{what}"), &value]);
+        common::record_value(&format!("compare/driver_work/{what}"), value);
     }
     println!("runtime timer work per second of traffic (1,000,000 packets at 1 µs, paused clock):");
     println!(
@@ -552,12 +552,8 @@ fn idle_queue_work(rt: &tokio::runtime::Runtime, touches_per_ms: u32) -> (u64, u
 fn memory() {
     let sleep = std::mem::size_of::<tokio::time::Sleep>();
     let ours = SlotTimer::<Tcp>::memory_footprint();
-    common::record(&[
-        &"value",
-        &"compare/memory/five_tokio_sleeps_bytes",
-        &(5 * sleep),
-    ]);
-    common::record(&[&"value", &"compare/memory/slot_timer_bytes", &ours]);
+    common::record_value("compare/memory/five_tokio_sleeps_bytes", 5 * sleep);
+    common::record_value("compare/memory/slot_timer_bytes", ours);
     println!(
         "memory for 5 kinds of timer: five tokio::time::Sleep = {} B; one SlotTimer<5 kinds> = {ours} B incl. heap",
         5 * sleep
