@@ -9,6 +9,7 @@ use crate::core::keyed::{At, KeyedCore, Popped, Timing};
 use crate::core::signal::EntrySignal;
 use crate::core::MAX_ROUNDS;
 use crate::entry::RuntimeEntry;
+use crate::runtime_life::RuntimeLife;
 use crate::stats::Stats;
 use crate::sync::Arc;
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
@@ -73,8 +74,21 @@ const WORK_PER_POLL: usize = 1024;
 /// `tokio::time::sleep` on their first call outside a runtime with a time driver.
 /// [`remove`](DelayQueue::remove), [`reset_at`](DelayQueue::reset_at),
 /// [`reset`](DelayQueue::reset) and [`deadline`](DelayQueue::deadline) panic on a key
-/// that is not in the queue, as tokio-util's do. Inserting past `u32::MAX - 1`
-/// entries, or reserving more than memory can hold, panics too.
+/// that is not in the queue (removed or expired), as tokio-util's do. Inserting past
+/// `u32::MAX - 1` entries, or reserving more than memory can hold, panics too.
+///
+/// A key is checked against its slot's generation, not against the queue that made
+/// it: a key of *another* queue is not detected and may name an unrelated entry of
+/// this one, as with tokio-util's keys (slab indices). Keep keys with their queue.
+///
+/// # Runtimes
+///
+/// The queue adopts the runtime of its first poll: that runtime owns its entry and
+/// its clock judges "due", also when the queue is polled from elsewhere. If that
+/// runtime shuts down, the next poll adopts the runtime it runs in (a poll outside
+/// any runtime then panics as the first poll would). The first poll spawns one idle
+/// task per runtime, shared by every queue, through which the crate learns that the
+/// runtime shut down; it shows in the runtime's task metrics.
 ///
 /// # Examples
 ///
@@ -122,6 +136,8 @@ pub struct DelayQueue<T> {
 struct Home {
     entry: RuntimeEntry,
     signal: Arc<EntrySignal>,
+    /// Whether the runtime that owns `entry` has shut down.
+    life: RuntimeLife,
 }
 
 /// A key of an entry in a [`DelayQueue`]: generation-checked, so a key of an entry
@@ -194,7 +210,12 @@ impl<T> DelayQueue<T> {
     /// On the first poll outside a tokio runtime with a time driver (tokio's panic).
     #[track_caller]
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
-        let home = self.home.get_or_insert_with(Home::new);
+        // Not `get_or_insert_with`: a closure would lose the caller's location for
+        // tokio's panic outside a runtime.
+        let home = match &mut self.home {
+            Some(home) => home,
+            None => self.home.insert(Home::new()),
+        };
         let signal = &home.signal;
         home.entry
             .register(|memo| signal.register(cx.waker(), memo));
@@ -203,7 +224,9 @@ impl<T> DelayQueue<T> {
             return Poll::Ready(None);
         }
         // Fast path: the entry is armed at exactly the earliest deadline (nothing
-        // filed earlier, the earliest not moved later) and has not fired.
+        // filed earlier, the earliest not moved later) and has not fired. (When the
+        // owning runtime shuts down it fires every entry, so a queue whose home is
+        // gone always reaches the slow path.)
         if home.entry.is_armed()
             && self.core.next_check() == Some(home.entry.horizon())
             && !home.signal.entry_has_fired()
@@ -215,10 +238,22 @@ impl<T> DelayQueue<T> {
     }
 
     #[inline(never)]
+    #[track_caller]
     fn poll_slow(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         let Some(home) = self.home.as_mut() else {
             return Poll::Pending;
         };
+        if home.life.is_gone() {
+            // The runtime that owned the entry has shut down: its entry can no longer
+            // be polled and its clock judges nothing. Adopt the runtime of this poll,
+            // as at the first poll (tokio-util's queue makes its next `Sleep` there
+            // too); nothing the old clock witnessed carries over.
+            *home = Home::new();
+            self.looked = now_nanos();
+            let signal = &home.signal;
+            home.entry
+                .register(|memo| signal.register(cx.waker(), memo));
+        }
         // Taken before anything leaves the queue, so an exhausted budget loses
         // nothing; spent only when an entry is yielded.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
@@ -285,8 +320,10 @@ impl<T> DelayQueue<T> {
     ///
     /// # Panics
     ///
-    /// If `key` is not in the queue (it was removed or expired, or belongs to another
-    /// queue). [`try_remove`](DelayQueue::try_remove) returns `None` instead.
+    /// If `key` is not in the queue (it was removed or expired).
+    /// [`try_remove`](DelayQueue::try_remove) returns `None` instead. A key of
+    /// another queue is not detected: it may name an entry of this one (see the
+    /// type's docs).
     #[track_caller]
     pub fn remove(&mut self, key: &Key) -> Expired<T> {
         match self.try_remove(key) {
@@ -342,12 +379,13 @@ impl<T> DelayQueue<T> {
         }
     }
 
-    /// A deadline at `when` was just filed: wake the task if the runtime entry is
-    /// armed later (or not at all), so its next poll moves it.
+    /// A deadline at `when` was just filed: wake the task unless the runtime entry
+    /// will (see `EntrySignal::filing_needs_wake`: an entry that fired may have woken
+    /// a poll that returned `Ready(None)`, which never looks at the entry).
     #[inline]
     fn moved_earlier(&mut self, when: u64) {
         if let Some(home) = &self.home {
-            if !self.woken && when < home.entry.horizon() {
+            if !self.woken && home.signal.filing_needs_wake(when, home.entry.horizon()) {
                 self.woken = true;
                 home.signal.wake();
             }
@@ -470,16 +508,19 @@ impl Home {
 
     #[track_caller]
     fn new() -> Self {
+        // The entry first: outside a runtime it panics with tokio's message.
+        let entry = RuntimeEntry::new();
         Self {
-            entry: RuntimeEntry::new(),
+            entry,
             signal: Arc::new(EntrySignal::new()),
+            life: RuntimeLife::of(&tokio::runtime::Handle::current()),
         }
     }
 }
 
 #[track_caller]
 fn invalid_key() -> ! {
-    panic!("invalid key: not in this DelayQueue (it was removed or expired, or belongs to another queue)")
+    panic!("invalid key: not in this DelayQueue (it was removed or expired)")
 }
 
 impl<T> Drop for DelayQueue<T> {

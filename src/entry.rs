@@ -136,21 +136,27 @@ impl RuntimeEntry {
     /// Polled inside the owning runtime, its clock is the truth: take it as
     /// witnessed, so everything due by it comes out in this poll, with no runtime
     /// entry of its own. Elsewhere only the entry firing counts (the polling
-    /// context's clock may be another runtime's). Uses what [`register`] learned.
-    ///
-    /// [`register`]: Self::register
+    /// context's clock may be another runtime's). See [`home_clock`](Self::home_clock).
     #[inline]
     pub fn witness_home_clock(&mut self) {
-        if !self.lazy.is_away() {
-            self.lazy.witness(now_nanos());
+        if let Some(now) = self.home_clock() {
+            self.lazy.witness(now);
         }
     }
 
-    /// The owning runtime's clock, if the poller runs inside it (what
-    /// [`register`](Self::register) learned); `None` elsewhere.
-    #[inline]
-    pub fn home_clock(&self) -> Option<u64> {
-        (!self.lazy.is_away()).then(now_nanos)
+    /// The owning runtime's clock, if the poller runs inside it; `None` elsewhere.
+    ///
+    /// What [`register`](Self::register) learned from a new waker is not enough
+    /// here: one waker can poll in several places (`futures`' no-op waker, std's
+    /// `Waker::noop()`, a hand-written waker shared by two executors), so the timer
+    /// may have moved without its waker changing. Reading the caller's clock as the
+    /// home clock would then fire early, so the runtime is checked where the clock is
+    /// read, on the slow path only; what it finds also updates where the poller is.
+    #[inline(never)]
+    pub fn home_clock(&mut self) -> Option<u64> {
+        let away = polled_away_from(self.owner);
+        self.lazy.set_away(away);
+        (!away).then(now_nanos)
     }
 
     /// Records that the owning runtime's clock has passed `at` (read from

@@ -227,6 +227,7 @@ mod kind;
 #[cfg(feature = "quinn")]
 #[cfg_attr(docsrs, doc(cfg(feature = "quinn")))]
 pub mod quinn;
+mod runtime_life;
 mod sleep;
 mod slot_timer;
 mod stats;

@@ -3,6 +3,7 @@
 
 use std::panic;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 #[test]
@@ -16,13 +17,27 @@ fn constructors_panic_at_the_callers_location_outside_a_runtime() {
             .unwrap_or_default();
         sink.lock().unwrap().push(file);
     }));
-    let attempts: [fn(); 4] = [
+    let attempts: [fn(); 7] = [
         || drop(lazy_deadline::sleep(Duration::from_millis(1))),
         || drop(lazy_deadline::sleep_until(tokio::time::Instant::now())),
         || drop(lazy_deadline::IdleTimeout::new(Duration::from_millis(1))),
         || {
             lazy_deadline::timer_kinds! { enum K { A } }
             drop(lazy_deadline::SlotTimer::<K>::new())
+        },
+        || {
+            drop(lazy_deadline::IdleQueue::<u8>::new(Duration::from_millis(
+                1,
+            )))
+        },
+        // The queues are built without a runtime; their first poll panics.
+        || {
+            let mut queue = lazy_deadline::DelayQueue::<u8>::new();
+            let _ = queue.poll_expired(&mut Context::from_waker(Waker::noop()));
+        },
+        || {
+            let mut map = lazy_deadline::DelayMap::<u8, u8>::new();
+            let _ = map.poll_expired(&mut Context::from_waker(Waker::noop()));
         },
     ];
     for attempt in attempts {
@@ -38,7 +53,7 @@ fn constructors_panic_at_the_callers_location_outside_a_runtime() {
     .is_err());
     let _ = panic::take_hook();
     let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 5);
+    assert_eq!(seen.len(), 8);
     for file in seen.iter() {
         assert!(
             file.ends_with("outside_runtime.rs"),

@@ -66,6 +66,20 @@ impl EntrySignal {
         self.fired.load(Relaxed)
     }
 
+    /// A deadline at `when` was just filed into a queue whose entry is armed at
+    /// `horizon` (`NEVER`: not armed): whether the owner's task must be woken so its
+    /// next poll moves the entry. Not when the entry is armed no later than `when`
+    /// and has not fired: its fire will wake the task. An entry that already fired
+    /// may have spent its wake on a poll that found the queue empty or drained it by
+    /// the clock, so nothing would wake the task again. Call it under whatever
+    /// orders the insert after the owner's last poll (the queue's `&mut`, or the
+    /// user's lock around it): the poll registered after the fire's wake, so the
+    /// flag it raised is visible here.
+    #[inline]
+    pub fn filing_needs_wake(&self, when: u64, horizon: u64) -> bool {
+        when < horizon || self.entry_has_fired()
+    }
+
     /// The owner is about to poll its entry: lower the flag first.
     #[inline]
     pub fn clear_entry_fired(&self) {
