@@ -296,7 +296,10 @@ impl<K: Eq + Hash + Clone, V> DelayMap<K, V> {
     /// and `V` themselves own), for memory accounting.
     pub fn heap_bytes(&self) -> usize {
         self.queue.heap_bytes()
-            + self.index.capacity() * (std::mem::size_of::<delay_queue::Key>() + 1)
+            + crate::memory::hash_table_bytes(
+                self.index.capacity(),
+                std::mem::size_of::<delay_queue::Key>(),
+            )
     }
 }
 

@@ -367,10 +367,15 @@ impl<T> IdleQueue<T> {
         self.core.refiles()
     }
 
-    /// Heap bytes the queue holds for its entries and check times (excluding what
-    /// `T` itself owns), for memory accounting.
+    /// Heap bytes the queue holds for its entries, check times and the shared words
+    /// of keys with handles (excluding what `T` itself owns), for memory accounting.
     pub fn heap_bytes(&self) -> usize {
         self.core.heap_bytes()
+            + crate::memory::hash_table_bytes(
+                self.remotes.capacity(),
+                std::mem::size_of::<(Key, Remote)>(),
+            )
+            + self.remotes.len() * crate::memory::arc_bytes::<RemoteActivity>()
     }
 
     /// Polls for the next expired entry: `Ready` with it (it has left the queue), or

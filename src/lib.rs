@@ -224,6 +224,7 @@ mod idle_queue;
 mod idle_timeout;
 mod key_handle;
 mod kind;
+mod memory;
 #[cfg(feature = "quinn")]
 #[cfg_attr(docsrs, doc(cfg(feature = "quinn")))]
 pub mod quinn;

@@ -501,6 +501,7 @@ impl<T, M: Timing> KeyedCore<T, M> {
         self.slots.shrink_to_fit();
         self.heap.shrink_to_fit();
         self.free.shrink_to_fit();
+        self.remap.shrink_to_fit();
     }
 
     fn purge(&mut self) {

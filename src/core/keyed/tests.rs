@@ -239,3 +239,116 @@ fn compact_keeps_every_key_and_cuts_the_slab_to_len() {
     }
     assert_eq!(q.iter().count(), 5);
 }
+
+#[test]
+fn compact_never_moves_an_entry_into_a_retired_slot_nor_cuts_a_worn_one() {
+    // Slot 0 worn out (retired), slot 1 near the limit, entries above both.
+    let mut q = AtCore::with_capacity(0);
+    let keys: Vec<_> = (0..6u32)
+        .map(|i| q.insert(i, At::new(u64::from(i))))
+        .collect();
+    q.slots[0].generation = RETIRED - 1;
+    let worn = Key {
+        index: 0,
+        generation: RETIRED - 1,
+    };
+    assert_eq!(q.remove(worn).map(|(v, _)| v), Some(0));
+    assert_eq!(q.slots[0].generation, RETIRED, "slot 0 is retired");
+    q.remove(keys[1]);
+    q.remove(keys[2]);
+    q.slots[2].generation = compact::CUT_LIMIT + 5;
+    q.compact();
+    // Entries 3, 4, 5 are live; slot 0 (retired) takes none, slot 2 (worn) is kept.
+    assert_eq!(q.len(), 3);
+    assert!(q.slots[0].value.is_none(), "no entry in a retired slot");
+    assert_eq!(q.get(worn), None, "the retired slot's last key stays stale");
+    for (i, &k) in keys.iter().enumerate().skip(3) {
+        assert_eq!(q.get(k), Some(&(i as u32)));
+    }
+    // New slots are born well below retirement and reused as usual.
+    assert!(q.remap.generation_floor() <= compact::CUT_LIMIT);
+    let fresh = q.insert(9, At::new(9));
+    let fresh_gen = q.slots[fresh.index as usize].generation;
+    assert_ne!(fresh_gen, RETIRED);
+    q.remove(fresh);
+    let again = q.insert(10, At::new(10));
+    assert_eq!(again.index, fresh.index, "the slot is reused");
+    assert_eq!(q.get(fresh), None);
+    // A second compact never hands an old key a live entry.
+    q.remove(again);
+    q.compact();
+    assert_eq!(q.get(worn), None);
+    assert_eq!(q.get(fresh), None);
+    assert_eq!(q.get(again), None);
+    for (i, &k) in keys.iter().enumerate().skip(3) {
+        assert_eq!(q.get(k), Some(&(i as u32)));
+    }
+}
+
+#[test]
+fn a_slot_emptied_by_compact_and_kept_is_never_reused_under_the_moved_key() {
+    let mut q = AtCore::with_capacity(0);
+    let keys: Vec<_> = (0..4u32)
+        .map(|i| q.insert(i, At::new(u64::from(i))))
+        .collect();
+    // Slot 3 is worn (kept by compact); slot 2's entry moves down into slot 0.
+    q.remove(keys[0]);
+    q.remove(keys[3]);
+    q.slots[3].generation = compact::CUT_LIMIT;
+    q.compact();
+    assert_eq!(q.get(keys[2]), Some(&2));
+    // Fill every vacant slot: none of the new keys may equal a handed-out one, and
+    // the moved key still reaches its own entry.
+    let fresh: Vec<_> = (0..4u32).map(|i| q.insert(10 + i, At::new(9))).collect();
+    for &k in &fresh {
+        assert!(!keys.contains(&k), "a new key equals an old one: {k:?}");
+    }
+    assert_eq!(q.get(keys[2]), Some(&2));
+    assert_eq!(q.get(keys[1]), Some(&1));
+}
+
+#[test]
+fn compact_refiles_every_entry_at_its_deadline() {
+    // Records name slots; after moves they must name the new ones, or entries come
+    // out late (never) or a moved entry's old record fires another's.
+    let mut q = AtCore::with_capacity(0);
+    let keys: Vec<_> = (0..8u32)
+        .map(|i| q.insert(i, At::new(100 + u64::from(i))))
+        .collect();
+    for &k in &keys[..4] {
+        q.remove(k);
+    }
+    q.compact();
+    let mut out = Vec::new();
+    while let Popped::Expired {
+        key,
+        deadline,
+        value,
+    } = q.pop_expired(1_000, 64)
+    {
+        out.push((key, deadline, value));
+    }
+    let expected: Vec<_> = (4..8u32)
+        .map(|i| (keys[i as usize], 100 + u64::from(i), i))
+        .collect();
+    assert_eq!(out, expected);
+    assert_eq!(q.pop_expired(1_000, 64), Popped::NotYet(None));
+}
+
+#[test]
+fn remap_tables_are_given_back_once_no_moved_entry_is_left() {
+    let mut q = AtCore::with_capacity(0);
+    let keys: Vec<_> = (0..20_000u32)
+        .map(|i| q.insert(i, At::new(u64::from(i))))
+        .collect();
+    for &k in &keys[..10_000] {
+        q.remove(k);
+    }
+    q.compact();
+    assert!(q.remap.heap_bytes() > 0, "the upper half moved down");
+    q.clear();
+    assert_eq!(q.remap.heap_bytes(), 0, "an emptied queue keeps no remap");
+    q.compact();
+    q.shrink_to_fit();
+    assert_eq!(q.heap_bytes(), 0, "an empty, compacted queue holds nothing");
+}
