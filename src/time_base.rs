@@ -44,6 +44,11 @@ struct Base {
     instant: std::time::Instant,
     /// `Some((seconds, nanoseconds))` of `instant` if [`parts`] agrees with std.
     parts: Option<(i64, u32)>,
+    /// The instant that stands for "never" (a saturated deadline), and its offset
+    /// from `instant`: every instant at or past it converts back to "never", so a
+    /// saturated deadline read out and given back stays saturated.
+    never: std::time::Instant,
+    never_nanos: u64,
 }
 
 static BASE: OnceLock<Base> = OnceLock::new();
@@ -62,8 +67,36 @@ fn base() -> &'static Base {
             margin /= 2;
         }
         let parts = parts(instant).filter(|&base_parts| fast_path_agrees(instant, base_parts));
-        Base { instant, parts }
+        let (never, never_nanos) = never_after(instant);
+        Base {
+            instant,
+            parts,
+            never,
+            never_nanos,
+        }
     })
+}
+
+/// The instant that stands for "never": `SATURATED` nanoseconds after the base
+/// (~584 years) where the platform can name it with room to spare (tokio adds a
+/// tick to every deadline it registers), else the furthest such point halving down
+/// to tokio's own far future (~30 years).
+fn never_after(base: std::time::Instant) -> (std::time::Instant, u64) {
+    let room = Duration::from_secs(1);
+    let mut offset = crate::core::SATURATED;
+    loop {
+        let at = base.checked_add(Duration::from_nanos(offset));
+        if let Some(at) = at.filter(|at| at.checked_add(room).is_some()) {
+            return (at, offset);
+        }
+        if offset / 2 < duration_to_nanos(FAR_FUTURE) {
+            // Not even tokio's far future fits after the base: the platform's own
+            // limit is "never".
+            let offset = duration_to_nanos(FAR_FUTURE);
+            return (base + Duration::from_nanos(offset), offset);
+        }
+        offset /= 2;
+    }
 }
 
 /// A `Hasher` that records the two writes `Instant`'s derived `Hash` makes (seconds
@@ -165,33 +198,34 @@ pub(crate) fn duration_to_nanos(duration: Duration) -> u64 {
         .saturating_add(u64::from(duration.subsec_nanos()))
 }
 
-/// An instant as nanoseconds since the base, saturating at both ends.
+/// An instant as nanoseconds since the base, saturating at both ends: instants
+/// before the base map to 0, and the "never" instant and anything past it to
+/// `u64::MAX` (saturated).
 #[inline]
 pub(crate) fn to_nanos(at: Instant) -> u64 {
     let base = base();
     let at = at.into_std();
-    if let Some(nanos) = base.parts.and_then(|parts| fast_nanos_since(at, parts)) {
-        return nanos;
+    let nanos = match base.parts.and_then(|parts| fast_nanos_since(at, parts)) {
+        Some(nanos) => nanos,
+        None => std_nanos_since(at, base.instant),
+    };
+    if nanos >= base.never_nanos {
+        u64::MAX
+    } else {
+        nanos
     }
-    std_nanos_since(at, base.instant)
 }
 
 /// The instant `nanos` after the base. A saturated value (see `core::SATURATED`), or
-/// one the platform cannot represent, maps to tokio's far future (now + ~30 years):
-/// "never" must stay ahead of the clock even after the clock itself has saturated.
+/// one past the "never" instant, maps to that instant, which [`to_nanos`] maps back
+/// to saturated: a deadline that was "never" stays "never" when read out and given
+/// back (`reset_at(queue.deadline(&key))`).
 pub(crate) fn from_nanos(nanos: u64) -> Instant {
-    if nanos >= crate::core::SATURATED {
-        return far_future();
+    let base = base();
+    if nanos >= base.never_nanos {
+        return Instant::from_std(base.never);
     }
-    match base().instant.checked_add(Duration::from_nanos(nanos)) {
-        Some(at) => Instant::from_std(at),
-        None => far_future(),
-    }
-}
-
-/// `Instant::now() + FAR_FUTURE`, tokio's stand-in for "never".
-pub(crate) fn far_future() -> Instant {
-    Instant::now() + FAR_FUTURE
+    Instant::from_std(base.instant + Duration::from_nanos(nanos))
 }
 
 /// The tokio clock (paused or not) as nanoseconds since the base.
@@ -274,7 +308,10 @@ mod tests {
         // Far past: whatever the platform allows, it maps to the base or later.
         let past = from_nanos(0);
         assert_eq!(to_nanos(past), 0);
-        // Saturated: tokio's far future, ahead of any clock.
-        assert!(from_nanos(u64::MAX) > Instant::now() + Duration::from_secs(86_400 * 365));
+        // Saturated: far ahead of any clock, and back to saturated.
+        assert!(from_nanos(u64::MAX) > Instant::now() + Duration::from_secs(86_400 * 365 * 29));
+        assert_eq!(to_nanos(from_nanos(u64::MAX)), u64::MAX);
+        assert_eq!(to_nanos(from_nanos(crate::core::SATURATED)), u64::MAX);
+        assert!(to_nanos(from_nanos(crate::core::SATURATED - 1)) >= crate::core::SATURATED - 1);
     }
 }

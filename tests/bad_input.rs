@@ -220,3 +220,48 @@ fn runtime_shut_down_while_timers_are_pending() {
     drop((sleep, idle, slots, waker));
     let _ = counter.wakes();
 }
+
+/// 40 years: past tokio's own stand-in for "never" (now + 30 years).
+const YEARS_40: Duration = Duration::from_secs(86_400 * 365 * 40);
+
+#[tokio::test(start_paused = true)]
+async fn a_saturated_deadline_read_out_and_given_back_stays_never() {
+    use futures::FutureExt;
+    // DelayQueue: `reset_at(deadline(&key))` of a `Duration::MAX` entry.
+    let mut queue = lazy_deadline::DelayQueue::new();
+    let key = queue.insert(1u8, Duration::MAX);
+    let never = queue.deadline(&key);
+    queue.reset_at(&key, never);
+    assert_eq!(queue.deadline(&key), never, "the same instant, still never");
+    // DelayMap, the same way.
+    let mut map = lazy_deadline::DelayMap::new();
+    map.insert(1u8, (), Duration::MAX);
+    assert!(map.reset_at(&1, map.deadline(&1).unwrap()));
+    // SlotTimer: a kind set at its own saturated deadline.
+    let mut slots = SlotTimer::<Kind>::new();
+    slots.set_after(Kind::A, Duration::MAX);
+    let (_, deadline) = slots.next_deadline().unwrap();
+    slots.set(Kind::A, deadline);
+    // IdleTimeout: touched at the deadline it reports.
+    let mut idle = IdleTimeout::new(Duration::MAX);
+    let deadline = idle.deadline();
+    idle.touch_at(deadline);
+    // Polled, then the paused clock runs past tokio's far future: nothing fires.
+    assert!(std::future::poll_fn(|cx| queue.poll_expired(cx))
+        .now_or_never()
+        .is_none());
+    assert!(map.expired().now_or_never().is_none());
+    assert!(slots.expired().now_or_never().is_none());
+    assert!(poll_once(Pin::new(&mut idle)).is_pending());
+    time::advance(YEARS_40).await;
+    assert!(std::future::poll_fn(|cx| queue.poll_expired(cx))
+        .now_or_never()
+        .is_none());
+    assert!(map.expired().now_or_never().is_none());
+    assert!(slots.expired().now_or_never().is_none());
+    assert!(poll_once(Pin::new(&mut idle)).is_pending());
+    assert!(
+        queue.deadline(&key) > Instant::now(),
+        "never stays ahead of the clock"
+    );
+}
