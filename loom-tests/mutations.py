@@ -3,7 +3,9 @@
 core in turn, runs the one model meant to catch it, reports CAUGHT / NOT CAUGHT, and
 restores the source. A binary named "T:<name>" is an ordinary test of the crate
 (`cargo test --test <name>`), for what only a tokio runtime shows; "L:<name>" is an
-ordinary test of this crate (not a model). Usage: python3 loom-tests/mutations.py [INDEX ...]"""
+ordinary test of this crate (not a model), and "U:<module path>" a unit test of the
+crate's library. Usage: python3 loom-tests/mutations.py [INDEX ...], or --check to
+verify only that every seeded bug still applies to the code it seeds (CI runs that)."""
 import subprocess, sys, os
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 # (name, file, old, new, test binary, test name)
@@ -132,8 +134,49 @@ M = [
  ("Sleep: a later reset away from home is a store", "src/sleep.rs",
   " || (*this.away && deadline != *this.armed)", "",
   "T:away_from_home", "sleep_reset_later_away_from_home_is_not_later_than_tokio"),
+ ("DelayQueue insert: a fired entry still counts as armed (no wake)", "src/core/signal.rs",
+  "        when < horizon || self.entry_has_fired()", "        when < horizon",
+  "T:emptied_and_away", "an_insert_after_the_last_entry_came_out_by_the_clock_wakes_the_consumer"),
+ ("DelayQueue insert: a fired entry still counts as armed (wake-driven differential)", "src/core/signal.rs",
+  "        when < horizon || self.entry_has_fired()", "        when < horizon",
+  "T:wake_driven_differential", "insert_expire_drain_insert_again"),
+ ("filing_needs_wake: a fired entry still counts as armed (loom)", "src/core/signal.rs",
+  "        when < horizon || self.entry_has_fired()", "        when < horizon",
+  "signal", "an_insert_after_the_entry_fired_wakes_a_consumer_that_found_the_queue_empty"),
+ ("RuntimeEntry: the clock is read without checking the runtime", "src/entry.rs",
+  "        let away = polled_away_from(self.owner);\n        self.lazy.set_away(away);\n        (!away).then(now_nanos)",
+  "        (!self.lazy.is_away()).then(now_nanos)",
+  "T:emptied_and_away", "one_waker_at_home_then_in_another_runtime_is_never_early"),
+ ("DelayQueue: a home runtime that shut down is kept", "src/delay_queue.rs",
+  "        if home.life.is_gone() {", "        if false {",
+  "T:emptied_and_away", "a_queue_whose_home_runtime_was_dropped_is_judged_by_the_runtime_that_polls_it"),
+ ("DelayQueue: the previous look at the clock is not taken as witnessed", "src/delay_queue.rs",
+  ".witness(now.saturating_sub(TICK_NANOS).max((*looked).min(now)));", ".witness(now.saturating_sub(TICK_NANOS));",
+  "T:delay_queue", "an_entry_due_at_the_last_look_at_the_clock_comes_out_at_once_as_in_tokio_util"),
+ ("DelayQueue: the 1 ms tick margin on the home clock is dropped", "src/delay_queue.rs",
+  ".witness(now.saturating_sub(TICK_NANOS).max((*looked).min(now)));", ".witness(now.max((*looked).min(now)));",
+  "T:delay_queue", "an_off_grid_deadline_waits_for_its_tick_as_in_tokio_util"),
+ ("compact: the heap is not refiled", "src/core/keyed/compact.rs",
+  "        self.heap.clear();\n        for index in 0..keep {", "        for index in 0..0 {",
+  "U:core::keyed::tests", "compact_refiles_every_entry_at_its_deadline"),
+ ("compact: a retired slot takes a moved entry", "src/core/keyed/compact.rs",
+  "                slot.value.is_none() && slot.generation != RETIRED\n            })\n            .collect();\n        let mut holes",
+  "                slot.value.is_none()\n            })\n            .collect();\n        let mut holes",
+  "U:core::keyed::tests", "compact_never_moves_an_entry_into_a_retired_slot_nor_cuts_a_worn_one"),
+ ("time base: a saturated deadline reads as tokio's far future (now + 30 years)", "src/time_base.rs",
+  "        return Instant::from_std(base.never);", "        return Instant::now() + FAR_FUTURE;",
+  "T:bad_input", "a_saturated_deadline_read_out_and_given_back_stays_never"),
 ]
-only = sys.argv[1:]
+args = sys.argv[1:]
+if args == ["--check"]:
+    # CI: every seeded bug still applies, exactly once, to the code it seeds (cheap;
+    # running every model against every bug is the full, slow mode).
+    stale = [(i, name) for i, (name, f, old, *_ ) in enumerate(M) if open(f).read().count(old) != 1]
+    for i, name in stale:
+        print(f"{i:2} STALE {name}: its text is not in {M[i][1]} exactly once")
+    print(f"{len(M) - len(stale)} seeded bugs apply, {len(stale)} stale")
+    sys.exit(1 if stale else 0)
+only = args
 missed = 0
 env = dict(os.environ, RUSTFLAGS="--cfg lazy_deadline_loom", CARGO_TARGET_DIR="target/loom",
            LOOM_MAX_PREEMPTIONS=os.environ.get("LOOM_MAX_PREEMPTIONS", "2"))
@@ -145,6 +188,8 @@ for i,(name, f, old, new, binary, test) in enumerate(M):
     try:
         if binary.startswith("T:"):
             cmd = ["cargo","test","-q","-p","lazy-deadline","--test",binary[2:],"--",test,"--exact"]
+        elif binary.startswith("U:"):
+            cmd = ["cargo","test","-q","-p","lazy-deadline","--lib","--",binary[2:] + "::" + test,"--exact"]
         elif binary.startswith("L:"):
             cmd = ["cargo","test","-q","-p","loom-tests","--test",binary[2:],"--",test,"--exact"]
         else:

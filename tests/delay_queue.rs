@@ -296,3 +296,64 @@ fn types_have_the_promised_traits() {
     fn expired<E: std::fmt::Debug + Send>() {}
     expired::<delay_queue::Expired<u32>>();
 }
+
+/// Polls tokio-util's queue once with a no-op waker; `Some(Some(v))` when it yields.
+fn peer_ready<T>(queue: &mut tokio_util::time::DelayQueue<T>) -> Option<Option<T>> {
+    match queue.poll_expired(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(item) => Some(item.map(|expired| expired.into_inner())),
+        Poll::Pending => None,
+    }
+}
+
+/// Like `peer_ready`, for ours.
+fn ours_ready<T>(queue: &mut DelayQueue<T>) -> Option<Option<T>> {
+    match poll(queue, Waker::noop()) {
+        Poll::Ready(item) => Some(item.map(delay_queue::Expired::into_inner)),
+        Poll::Pending => None,
+    }
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_off_grid_deadline_waits_for_its_tick_as_in_tokio_util() {
+    // The home clock declares due only what is a whole tick behind it: tokio fires a
+    // deadline at its next millisecond tick, and tokio-util's own suite asserts
+    // `Pending` at the exact deadline when the clock is off that grid. The reset
+    // moves the deadline earlier, so the poll takes the path that reads the clock.
+    advance(Duration::from_micros(300)).await;
+    let now = Instant::now();
+    let mut ours = DelayQueue::new();
+    let mut peer = tokio_util::time::DelayQueue::new();
+    let key = ours.insert_at(1, now + ms(10));
+    let peer_key = peer.insert_at(1, now + ms(10));
+    assert_eq!((ours_ready(&mut ours), peer_ready(&mut peer)), (None, None));
+    advance(ms(5)).await; // 0.3 ms past a tick
+    ours.reset_at(&key, Instant::now());
+    peer.reset_at(&peer_key, Instant::now());
+    assert_eq!((ours_ready(&mut ours), peer_ready(&mut peer)), (None, None));
+    advance(Duration::from_micros(700)).await; // the deadline's tick
+    assert_eq!(
+        (ours_ready(&mut ours), peer_ready(&mut peer)),
+        (Some(Some(1)), Some(Some(1)))
+    );
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_entry_due_at_the_last_look_at_the_clock_comes_out_at_once_as_in_tokio_util() {
+    // tokio-util files an insert no later than the time its wheel last saw as
+    // expired at once; ours counts what its previous look at the home clock saw as
+    // passed (without that, off the grid, it would wait for the next tick).
+    advance(Duration::from_micros(1)).await;
+    let mut ours = DelayQueue::new();
+    let mut peer = tokio_util::time::DelayQueue::new();
+    assert_eq!(
+        (ours_ready(&mut ours), peer_ready(&mut peer)),
+        (Some(None), Some(None))
+    );
+    let now = Instant::now();
+    ours.insert_at(0, now);
+    peer.insert_at(0, now);
+    assert_eq!(
+        (ours_ready(&mut ours), peer_ready(&mut peer)),
+        (Some(Some(0)), Some(Some(0)))
+    );
+}
