@@ -288,11 +288,14 @@ impl Sleep {
                 return Poll::Ready(());
             }
             // The deadline moved later while we waited: re-arm for the remainder (if
-            // it has passed too, tokio fires the entry within this poll).
+            // it has passed too, tokio fires the entry within this poll). Polled
+            // outside the budget: the poll that saw the fire has spent this poll's
+            // unit already, and one `Ready` must cost one unit, as tokio's does (an
+            // `Interval` catching up in a burst re-arms on every tick).
             this.entry.as_mut().reset(*this.deadline);
             *this.armed = *this.deadline;
             this.stats.registrations += 1;
-            ready!(this.entry.as_mut().poll(cx));
+            ready!(std::pin::pin!(tokio::task::unconstrained(this.entry.as_mut())).poll(cx));
         }
     }
 }

@@ -216,6 +216,36 @@ fn past_slot_kind_yields_in_its_budget() {
     assert!(matches!(n, Some(n) if n < 1_000), "{n:?}");
 }
 
+/// Ticks of a ready `Interval` (a burst after a stall) spend exactly one unit of
+/// budget each, as tokio's do: the lazy `Sleep` under it re-arms for the next tick
+/// and completes in the same poll, and that second entry poll must not cost a
+/// second unit (it did: such a loop yielded every 64 ticks instead of 128).
+#[test]
+fn a_bursting_interval_spends_one_unit_per_tick_as_tokio_does() {
+    fn ticks_per_budget(ours: bool) -> usize {
+        paused_runtime().block_on(async move {
+            let period = Duration::from_micros(1);
+            let mut lazy = lazy_deadline::interval(period);
+            let mut peer = tokio::time::interval(period);
+            lazy.tick().await;
+            peer.tick().await;
+            tokio::time::advance(ms(2)).await;
+            tokio::task::yield_now().await; // a fresh budget
+            let mut ticks = 0;
+            while tokio::task::coop::has_budget_remaining() && ticks < 1_000 {
+                if ours {
+                    lazy.tick().await;
+                } else {
+                    peer.tick().await;
+                }
+                ticks += 1;
+            }
+            ticks
+        })
+    }
+    assert_eq!(ticks_per_budget(true), ticks_per_budget(false));
+}
+
 // 4. A clock past the time base's horizon (~584 years) saturates: "far future" stays
 //    far, never "due at once".
 
