@@ -11,6 +11,7 @@
 //! | type | for | hot path |
 //! |---|---|---|
 //! | [`Sleep`] ([`sleep`], [`sleep_until`]) | drop-in for `tokio::time::Sleep` | `reset` later: a field store |
+//! | [`Interval`] ([`interval`], [`interval_at`], [`MissedTickBehavior`]) | drop-in for `tokio::time::Interval`: keepalive and heartbeat tickers | `reset` later: a field store |
 //! | [`IdleTimeout`] + [`ActivityHandle`] | idle/keepalive/heartbeat timeouts | `touch_at`: a field store; from a handle one `fetch_max` |
 //! | [`SlotTimer`] + [`SlotHandle`] ([`timer_kinds!`]) | RTO/TLP/PROBE0/delayed-ACK/keepalive on one entry | `set` later: a store and a compare |
 //! | [`IdleQueue`] ([`Key`], [`Expired`]) | many idle timeouts owned by one task: sessions, pooled connections | `touch_at`: a generation check and a store |
@@ -81,6 +82,22 @@
 //! }
 //! deadline.as_mut().await;
 //! assert!(deadline.stats().registrations <= 2);
+//! # }
+//! ```
+//!
+//! [`Interval`] as a drop-in, a keepalive ticker postponed on every message:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use std::time::Duration;
+//!
+//! let mut keepalive = lazy_deadline::interval(Duration::from_secs(15));
+//! keepalive.tick().await; // the first tick completes at once
+//! for _message in 0..1_000 {
+//!     keepalive.reset(); // later than the armed tick: a store
+//! }
+//! keepalive.tick().await; // 15 s after the last message
 //! # }
 //! ```
 //!
@@ -222,6 +239,7 @@ mod entry;
 pub mod hyper;
 mod idle_queue;
 mod idle_timeout;
+mod interval;
 mod key_handle;
 mod kind;
 mod memory;
@@ -242,6 +260,7 @@ pub use delay_map::DelayMap;
 pub use delay_queue::DelayQueue;
 pub use idle_queue::{Expired, IdleQueue, Key};
 pub use idle_timeout::{ActivityHandle, IdleTimeout};
+pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use key_handle::KeyHandle;
 pub use kind::{Iter as KindSetIter, KindSet, TimerKind};
 pub use sleep::{sleep, sleep_until, Sleep};

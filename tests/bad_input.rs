@@ -265,3 +265,41 @@ async fn a_saturated_deadline_read_out_and_given_back_stays_never() {
         "never stays ahead of the clock"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn interval_duration_max_and_far_instants_saturate() {
+    use futures::FutureExt;
+    // `Duration::MAX` periods and resets are capped at ~30 years, as tokio caps them.
+    let mut interval = lazy_deadline::interval(Duration::MAX);
+    assert_eq!(interval.period(), Duration::from_secs(86_400 * 365 * 30));
+    interval.tick().await; // the first tick is at once
+    interval.reset();
+    interval.reset_after(Duration::MAX);
+    assert!(interval.tick().now_or_never().is_none());
+    time::advance(YEARS_10).await;
+    assert!(interval.tick().now_or_never().is_none());
+    // An instant as far ahead as the platform can name.
+    let far = Instant::now().checked_add(Duration::from_secs(u64::MAX / 4));
+    if let Some(far) = far {
+        interval.reset_at(far);
+        assert!(interval.tick().now_or_never().is_none());
+        let mut from_far = lazy_deadline::interval_at(far, Duration::MAX);
+        assert!(from_far.tick().now_or_never().is_none());
+    }
+    // Missed ticks of a 30-year period after a stall: the Skip arithmetic holds.
+    let mut skip = lazy_deadline::interval(ms(1));
+    skip.set_missed_tick_behavior(lazy_deadline::MissedTickBehavior::Skip);
+    skip.tick().await;
+    time::advance(YEARS_10).await;
+    skip.tick().await;
+    let next = skip.tick().await;
+    assert!(next > Instant::now() - ms(1));
+}
+
+#[test]
+#[should_panic(expected = "`period` must be non-zero.")]
+fn interval_with_a_zero_period_panics_as_tokios_does() {
+    let rt = common::paused_runtime();
+    let _inside = rt.enter();
+    let _ = lazy_deadline::interval(Duration::ZERO);
+}
