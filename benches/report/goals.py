@@ -53,6 +53,14 @@ def _goals(r):
                "record the fire, an allocation per `Sleep` that would cost the per-request create path "
                "more than it saves." if bench == "lazy_sleep" else
                "Its pending poll is its own state check; a miss here is this machine's noise.")
+    yield ("keepalive ticker", "`Interval::reset_at` later at least 3x cheaper than tokio's",
+           ratio("interval/reset_at_later/tokio", "interval/reset_at_later/lazy"), "x", ">=", 3,
+           "Ours is the lazy `Sleep`'s store plus the caller's `Instant + Duration`, which tokio's "
+           "row pays too; tokio's later reset is one CAS in its driver.")
+    yield ("keepalive ticker", "a pending `Interval::poll_tick` no dearer than tokio's",
+           ratio("interval/poll_tick_pending/tokio", "interval/poll_tick_pending/lazy"), "x", ">=", 1,
+           "It is the lazy `Sleep`'s pending poll: a tokio `Sleep` plus two flags, so it cannot poll "
+           "for less than the `Sleep` it is made of.")
     yield ("real time", "worst p99 lateness of ours within 0.5 ms of tokio's `sleep_until`",
            (ours_p99 - r.v(f"{acc}TokioSleep/p99_us")) / 1e3, "+ms", "<=", 0.5,
            "p99 moves by more than the difference between runs on this shared machine.")

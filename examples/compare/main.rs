@@ -21,6 +21,7 @@
 mod common;
 mod keyed;
 mod table;
+mod ticker;
 
 use common::peers::{packets, KernelStyle, Peer, QuinnStyle, SlotBatch, TwoSleeps};
 use common::{
@@ -177,6 +178,9 @@ fn hot_paths(bench: &mut Bench) {
             }
         }),
     );
+
+    // A keepalive ticker postponed on every message (examples/compare/ticker.rs).
+    ticker::keepalive(bench, base);
 
     // 4. Idle timeout per packet.
     let idle_tokio = tokio::time::sleep_until(base + IDLE);
