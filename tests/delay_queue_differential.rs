@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::paused_runtime;
+use common::{paused_runtime, When};
 use lazy_deadline::{delay_queue, DelayQueue};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -27,26 +27,6 @@ use tokio::time::{self, Instant};
 use tokio_util::time::{delay_queue as peer_delay_queue, DelayQueue as PeerQueue};
 
 const KEYS: usize = 8;
-
-#[derive(Clone, Copy, Debug)]
-enum When {
-    /// Whole milliseconds from now.
-    Ms(u64),
-    /// Microseconds from now (usually off the millisecond grid).
-    Us(u64),
-    /// Milliseconds before now.
-    PastMs(u64),
-}
-
-impl When {
-    fn at(self, now: Instant) -> Instant {
-        match self {
-            When::Ms(ms) => now + Duration::from_millis(ms),
-            When::Us(us) => now + Duration::from_micros(us),
-            When::PastMs(ms) => now - Duration::from_millis(ms),
-        }
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Op {

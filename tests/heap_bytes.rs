@@ -1,6 +1,8 @@
 //! `heap_bytes()` against what the allocator really handed out, for the queues and
 //! their side tables. Its own test binary: it installs a counting global allocator.
 
+mod common;
+
 use lazy_deadline::{DelayMap, DelayQueue, IdleQueue};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
@@ -28,11 +30,7 @@ fn assert_accounts(what: &str, allocated: usize, reported: usize) {
 // One test function: the counter is process-wide, so nothing may run beside it.
 #[test]
 fn heap_bytes_matches_the_allocator() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = common::paused_runtime();
     let _inside = rt.enter();
 
     // IdleQueue with 10,000 keys, every one with a handle.

@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::paused_runtime;
+use common::{paused_runtime, When};
 use lazy_deadline::{DelayMap, DelayQueue, IdleQueue};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -31,25 +31,6 @@ use tokio::time::{self, Instant};
 use tokio_util::time::{delay_queue as peer_dq, DelayQueue as PeerQueue};
 
 /// When a deadline falls, relative to now.
-#[derive(Clone, Copy, Debug)]
-enum When {
-    Ms(u64),
-    Us(u64),
-    PastMs(u64),
-}
-
-impl When {
-    fn at(self, now: Instant) -> Instant {
-        match self {
-            When::Ms(ms) => now + Duration::from_millis(ms),
-            When::Us(us) => now + Duration::from_micros(us),
-            When::PastMs(ms) => now - Duration::from_millis(ms),
-        }
-    }
-    fn on_grid(self) -> bool {
-        !matches!(self, When::Us(_))
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Op {

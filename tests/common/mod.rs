@@ -89,3 +89,29 @@ pub fn block_on_plain<F: Future>(fut: F) -> F::Output {
         std::thread::park();
     }
 }
+
+/// Where a differential test puts a deadline, relative to now.
+#[derive(Clone, Copy, Debug)]
+pub enum When {
+    /// Whole milliseconds from now.
+    Ms(u64),
+    /// Microseconds from now (usually off the millisecond grid).
+    Us(u64),
+    /// Milliseconds before now.
+    PastMs(u64),
+}
+
+impl When {
+    pub fn at(self, now: tokio::time::Instant) -> tokio::time::Instant {
+        match self {
+            When::Ms(ms) => now + Duration::from_millis(ms),
+            When::Us(us) => now + Duration::from_micros(us),
+            When::PastMs(ms) => now - Duration::from_millis(ms),
+        }
+    }
+
+    /// Whether a deadline made this way stays on the millisecond grid of `now`.
+    pub fn on_grid(self) -> bool {
+        !matches!(self, When::Us(_))
+    }
+}
