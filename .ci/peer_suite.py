@@ -28,9 +28,10 @@ def registry_file(crate, version, path):
     return open(found).read()
 
 
-def replace_once(text, old, new, what, source):
+def replace_once(text, old, new, what, source, times=1):
+    """Replaces `old`, which must occur exactly `times` times (once by default)."""
     count = text.count(old)
-    assert count == 1, f"{source}, {what}: expected the text once, found {count}"
+    assert count == times, f"{source}, {what}: expected the text {times} time(s), found {count}"
     return text.replace(old, new)
 
 

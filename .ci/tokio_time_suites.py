@@ -12,8 +12,10 @@ The swap: the suite's `use tokio::time::{...}` line is replaced by ours for the 
 under test, and a local `mod time` re-exports tokio's `time` module with our
 functions in front (explicit re-exports shadow the glob), so `time::interval(...)`
 reaches ours while `time::advance`, `time::pause` and the like stay tokio's.
-Anything the suite spells out in full (`tokio::time::interval` inside two tests,
-guard `tokio::time::timeout`s) is listed and changed or kept on purpose.
+Anything a suite spells out in full (`tokio::time::sleep` in a dozen places of
+time_sleep.rs, `tokio::time::interval` inside two tests of time_interval.rs) is listed
+with its count and changed; guard `tokio::time::timeout`s and the clock controls
+(`pause`, `advance`) stay tokio's on purpose.
 
 Usage: python3 .ci/tokio_time_suites.py [cargo test args...]"""
 import os, sys
@@ -32,8 +34,25 @@ GATE = '''#![cfg(any(
 ))]
 '''
 
-# suite file -> list of (old, new, what); each old text must occur exactly once.
+# suite file -> list of (old, new, what[, times]); each old text must occur exactly
+# once, or exactly `times` times where a fourth element says so.
 SUITES = {
+    "time_sleep.rs": [
+        (GATE, "", "the feature gate (it names tokio's own features)"),
+        ("use tokio::time::{self, Duration, Instant};\n",
+         "use tokio::time::{Duration, Instant};\n"
+         "mod time {\n"
+         "    pub use lazy_deadline::{sleep, sleep_until, Sleep};\n"
+         "    pub use tokio::time::*;\n"
+         "}\n",
+         "the use line"),
+        # The suite also spells the timer out in full in a dozen places; every one is
+        # ours (`tokio::time::pause`, `Instant` and the like stay tokio's).
+        ("tokio::time::sleep(", "lazy_deadline::sleep(", "full-path sleeps", 12),
+        ("tokio::time::sleep_until(", "lazy_deadline::sleep_until(", "full-path sleep_untils", 2),
+        ("Pin<Box<tokio::time::Sleep>>", "Pin<Box<lazy_deadline::Sleep>>", "the boxed Sleep type", 2),
+        ("    use tokio::time::Sleep;\n", "    use lazy_deadline::Sleep;\n", "the Sleep import in drop_from_waker_drop"),
+    ],
     "time_interval.rs": [
         (GATE, "", "the feature gate (it names tokio's own features)"),
         ("use tokio::time::{self, Duration, Instant, Interval, MissedTickBehavior};\n",
@@ -59,8 +78,8 @@ SUITES = {
 files = {}
 for name, changes in SUITES.items():
     text = registry_file("tokio", tokio, f"tests/{name}")
-    for old, new, what in changes:
-        text = replace_once(text, old, new, what, f"tokio {tokio}'s tests/{name}")
+    for old, new, what, *times in changes:
+        text = replace_once(text, old, new, what, f"tokio {tokio}'s tests/{name}", *times)
     files[name] = f"// tokio {tokio}'s tests/{name}, changed by .ci/tokio_time_suites.py.\n" + text
     print(f"tokio {tokio} tests/{name}: {text.count('#[tokio::test')} tests, run against lazy-deadline",
           flush=True)
