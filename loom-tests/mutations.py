@@ -115,7 +115,7 @@ M = [
   "T:away_from_home", "idle_timeout_touched_away_from_home_is_not_later_than_tokio"),
  ("RuntimeEntry: where the poller runs is never learned", "src/entry.rs",
   "            self.lazy.set_away(polled_away_from(self.owner));", "",
-  "T:away_from_home", "slot_timer_set_later_away_from_home_is_not_later_than_tokio"),
+  "T:away_from_home", "idle_queue_armed_at_home_then_touched_away_is_not_later_than_tokio"),
  ("KeyHandle touch: fetch_max replaced by a load and a store", "src/core/remote.rs",
   "        self.activity.fetch_max(at.min(SATURATED), Relaxed) != LEFT",
   "        { let previous = self.activity.load(Relaxed); self.activity.store(at.min(SATURATED), Relaxed); previous != LEFT }",

@@ -209,6 +209,22 @@ fn idle_queue_touched_away_from_home_is_not_later_than_tokio() {
     }));
 }
 
+/// The queue was armed by a poll at home first, so the poll from the plain thread
+/// finds its entry armed and takes the pending fast path: only the waker's change
+/// can tell it that it is away now (its slow path, which also checks the runtime,
+/// does not run before the touch).
+#[test]
+fn idle_queue_armed_at_home_then_touched_away_is_not_later_than_tokio() {
+    assert_like_tokio(first_wake(|_| {
+        let mut queue = IdleQueue::new(FIRST);
+        let key = queue.insert(7);
+        queue.insert_with_timeout(8, Duration::from_secs(60));
+        let armed = queue.poll_expired(&mut Context::from_waker(Waker::noop()));
+        assert!(armed.is_pending());
+        Queue(queue, key)
+    }));
+}
+
 /// At home the later move stays a store: the same sequence inside the owning
 /// runtime registers once (tokio's reset would have re-armed).
 #[tokio::test(flavor = "current_thread", start_paused = true)]
