@@ -40,6 +40,8 @@
 //!   sides); each set is reported at most once, a cancelled one never.
 
 pub mod activity;
+pub mod deadline_set;
+pub mod handoff;
 pub mod keyed;
 pub mod remote;
 pub mod signal;
