@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | [`Sleep`] ([`sleep`], [`sleep_until`]) | drop-in for `tokio::time::Sleep` | `reset` later: a field store |
 //! | [`Interval`] ([`interval`], [`interval_at`], [`MissedTickBehavior`]) | drop-in for `tokio::time::Interval`: keepalive and heartbeat tickers | `reset` later: a field store |
+//! | [`timeout`], [`timeout_at`] ([`Timeout`], [`error::Elapsed`]) | drop-in for `tokio::time::timeout`: a deadline per request | no runtime timer entry per request: filed in the thread's deadline set |
 //! | [`IdleTimeout`] + [`ActivityHandle`] | idle/keepalive/heartbeat timeouts | `touch_at`: a field store; from a handle one `fetch_max` |
 //! | [`SlotTimer`] + [`SlotHandle`] ([`timer_kinds!`]) | RTO/TLP/PROBE0/delayed-ACK/keepalive on one entry | `set` later: a store and a compare |
 //! | [`IdleQueue`] ([`Key`], [`Expired`]) | many idle timeouts owned by one task: sessions, pooled connections | `touch_at`: a generation check and a store |
@@ -82,6 +83,26 @@
 //! }
 //! deadline.as_mut().await;
 //! assert!(deadline.stats().registrations <= 2);
+//! # }
+//! ```
+//!
+//! [`timeout`] as a drop-in, a deadline per request:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use lazy_deadline::error::Elapsed;
+//! use std::time::Duration;
+//!
+//! async fn call(n: u64) -> u64 {
+//!     tokio::time::sleep(Duration::from_millis(n)).await;
+//!     n
+//! }
+//! // Each pending request files its deadline in this thread's set for the runtime:
+//! // no runtime timer entry (and no lock all workers share) per request.
+//! assert_eq!(lazy_deadline::timeout(Duration::from_millis(50), call(10)).await, Ok(10));
+//! let late: Result<u64, Elapsed> = lazy_deadline::timeout(Duration::from_millis(50), call(90)).await;
+//! assert!(late.is_err());
 //! # }
 //! ```
 //!
@@ -231,9 +252,11 @@ pub mod core;
 #[cfg(not(lazy_deadline_loom))]
 mod core;
 
+mod deadline_set;
 mod delay_map;
 pub mod delay_queue;
 mod entry;
+pub mod error;
 #[cfg(feature = "hyper")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 pub mod hyper;
@@ -255,6 +278,7 @@ pub mod sync;
 #[cfg(not(lazy_deadline_loom))]
 mod sync;
 mod time_base;
+mod timeout;
 
 pub use delay_map::DelayMap;
 pub use delay_queue::DelayQueue;
@@ -266,6 +290,7 @@ pub use kind::{Iter as KindSetIter, KindSet, TimerKind};
 pub use sleep::{sleep, sleep_until, Sleep};
 pub use slot_timer::{SlotBatch, SlotHandle, SlotTimer};
 pub use stats::Stats;
+pub use timeout::{timeout, timeout_at, Timeout};
 
 // The guarantees, the bad-input table and how the tests check them: one page in the
 // repository (docs/guarantees.md) and on docs.rs, where the README does not reach.

@@ -77,8 +77,9 @@ pub struct WakerMemo {
 }
 
 impl WakerMemo {
+    /// The identity of `waker` (data and vtable pointers).
     #[inline]
-    fn of(waker: &Waker) -> Self {
+    pub fn of(waker: &Waker) -> Self {
         Self {
             data: waker.data() as usize,
             vtable: waker.vtable() as *const _ as usize,
