@@ -12,7 +12,8 @@ The swap: the suite's `use tokio::time::{...}` line is replaced by ours for the 
 under test, and a local `mod time` re-exports tokio's `time` module with our
 functions in front (explicit re-exports shadow the glob), so `time::interval(...)`
 reaches ours while `time::advance`, `time::pause` and the like stay tokio's.
-Anything a suite spells out in full (`tokio::time::sleep` in a dozen places of
+time_timeout.rs names the timer only in its use line. Anything a suite spells out
+in full (`tokio::time::sleep` in a dozen places of
 time_sleep.rs, `tokio::time::interval` inside two tests of time_interval.rs) is listed
 with its count and changed; guard `tokio::time::timeout`s and the clock controls
 (`pause`, `advance`) stay tokio's on purpose.
@@ -37,6 +38,23 @@ GATE = '''#![cfg(any(
 # suite file -> list of (old, new, what[, times]); each old text must occur exactly
 # once, or exactly `times` times where a fourth element says so.
 SUITES = {
+    "time_timeout.rs": [
+        ('''#![cfg(any(
+    feature = "full",
+    all(
+        target_os = "emscripten",
+        feature = "rt",
+        feature = "macros",
+        feature = "test-util",
+        feature = "io-util"
+    )
+))]
+''', "", "the feature gate (it names tokio's own features)"),
+        ("use tokio::time::{self, timeout, timeout_at, Instant};\n",
+         "use lazy_deadline::{timeout, timeout_at};\n"
+         "use tokio::time::{self, Instant};\n",
+         "the use line"),
+    ],
     "time_sleep.rs": [
         (GATE, "", "the feature gate (it names tokio's own features)"),
         ("use tokio::time::{self, Duration, Instant};\n",

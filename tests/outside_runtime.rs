@@ -17,7 +17,7 @@ fn constructors_panic_at_the_callers_location_outside_a_runtime() {
             .unwrap_or_default();
         sink.lock().unwrap().push(file);
     }));
-    let attempts: [fn(); 7] = [
+    let attempts: [fn(); 9] = [
         || drop(lazy_deadline::sleep(Duration::from_millis(1))),
         || drop(lazy_deadline::sleep_until(tokio::time::Instant::now())),
         || drop(lazy_deadline::IdleTimeout::new(Duration::from_millis(1))),
@@ -39,6 +39,13 @@ fn constructors_panic_at_the_callers_location_outside_a_runtime() {
             let mut map = lazy_deadline::DelayMap::<u8, u8>::new();
             let _ = map.poll_expired(&mut Context::from_waker(Waker::noop()));
         },
+        || drop(lazy_deadline::timeout(Duration::from_millis(1), async {})),
+        || {
+            drop(lazy_deadline::timeout_at(
+                tokio::time::Instant::now(),
+                async {},
+            ))
+        },
     ];
     for attempt in attempts {
         assert!(panic::catch_unwind(attempt).is_err());
@@ -53,7 +60,7 @@ fn constructors_panic_at_the_callers_location_outside_a_runtime() {
     .is_err());
     let _ = panic::take_hook();
     let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 8);
+    assert_eq!(seen.len(), 10);
     for file in seen.iter() {
         assert!(
             file.ends_with("outside_runtime.rs"),
