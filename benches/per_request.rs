@@ -1,6 +1,7 @@
 //! Group 4: a per-request deadline. A fresh `tokio::time::timeout` (create, poll,
-//! drop), pingora-timeout's `fast_timeout` and `tokio_timeout`, a fresh lazy `sleep`,
-//! and one lazy `Sleep` reused across requests with `reset`.
+//! drop), ours (its deadline filed in the thread's deadline set), pingora-timeout's
+//! `fast_timeout` and `tokio_timeout`, a fresh lazy `sleep`, and one lazy `Sleep`
+//! reused across requests with `reset`.
 
 mod common;
 
@@ -34,6 +35,12 @@ fn per_request(c: &mut Criterion) {
     group.bench_function("pingora_tokio_timeout_new_poll_drop", |b| {
         b.iter(|| {
             let fut = pingora_timeout::tokio_timeout(black_box(DEADLINE), pending::<()>());
+            let _ = poll_once(pin!(fut));
+        })
+    });
+    group.bench_function("lazy_timeout_new_poll_drop", |b| {
+        b.iter(|| {
+            let fut = lazy_deadline::timeout(black_box(DEADLINE), pending::<()>());
             let _ = poll_once(pin!(fut));
         })
     });

@@ -41,6 +41,7 @@ RUNS = [
     ("tokio's per-worker timer", UNSTABLE, ["cargo", "bench", "--bench", "alt_timer"]),
     ("compare", {}, ["cargo", "run", "--release", "--example", "compare"]),
     ("accuracy", {}, ["cargo", "run", "--release", "--example", "accuracy"]),
+    ("requests under load", {}, ["cargo", "run", "--release", "--example", "requests", "--", "--duration", "30"]),
     ("quinn", {}, ["cargo", "run", "--release", "--features", "quinn", "--example", "quinn_bulk"]),
 ]
 CRITERION_DIRS = ["target/criterion", "target/unstable/criterion"]

@@ -315,6 +315,26 @@ fn hot_paths(bench: &mut Bench) {
         }),
     );
 
+    bench.pair(
+        "per-request deadline",
+        "timeout(5 s, request): new, poll once, drop",
+        200_000,
+        ("tokio::time::timeout", |n| {
+            for _ in 0..n {
+                let fut =
+                    tokio::time::timeout(Duration::from_secs(5), std::future::pending::<()>());
+                let _ = poll_once(std::pin::pin!(fut));
+            }
+        }),
+        ("lazy_deadline::timeout", |n| {
+            for _ in 0..n {
+                let fut =
+                    lazy_deadline::timeout(Duration::from_secs(5), std::future::pending::<()>());
+                let _ = poll_once(std::pin::pin!(fut));
+            }
+        }),
+    );
+
     // 7. Many keys in one task: touch a random key's idle timeout per packet.
     let mut queue = IdleQueue::with_capacity(QUEUE_TIMEOUT, QUEUE_KEYS);
     let keys: Vec<Key> = (0..QUEUE_KEYS as u32).map(|i| queue.insert(i)).collect();

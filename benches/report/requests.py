@@ -1,0 +1,35 @@
+"""BENCHMARKS.md's per-request table under load, from `examples/requests.rs`."""
+
+VARIANTS = [("Alone", "request alone"), ("Tokio", "with tokio `timeout`"),
+            ("Lazy", "with our `timeout`"), ("Pingora", "with pingora `fast_timeout`")]
+
+
+def configs(r):
+    """The runtime configurations the run measured, in order (current-thread first)."""
+    seen = []
+    for key in r.raw["values"]:
+        if key.startswith("requests/") and key.endswith("/Alone/ns"):
+            seen.append(key.split("/")[1])
+    return sorted(seen, key=lambda c: (c != "current-thread", c))
+
+
+def ns(r, config, variant):
+    return r.v(f"requests/{config}/{variant}/ns")
+
+
+def section(r, table):
+    rows = []
+    for config in configs(r):
+        alone = ns(r, config, "Alone")
+        cells = [config] + [f"{ns(r, config, v):.0f} ns" for v, _ in VARIANTS]
+        own = lambda v: max(ns(r, config, v) - alone, 0.1)  # noqa: E731
+        cells.append(f"{own('Tokio') / own('Lazy'):.1f}x")
+        cells.append(f"{ns(r, config, 'Tokio') / ns(r, config, 'Lazy'):.1f}x")
+        rows.append(cells)
+    headers = ["runtime"] + [name for _, name in VARIANTS] + ["own cost, tokio / ours", "total, tokio / ours"]
+    return f"""`cargo run --release --example requests`: 64 tasks issuing requests that are pending
+once, each under a 5 s deadline, ns per request (median of 5 runs); a timeout's own
+cost is its total minus the request alone. The multi-worker rows are mostly
+contention and move run to run; the load average is in this file's header.
+
+{table(headers, rows)}"""
