@@ -135,15 +135,8 @@ fn run(requests: Vec<Request>, step_us: u64, exact: bool) -> Result<(), TestCase
     })
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2_000)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(common::proptest_cases()))]
 
     #[test]
     fn timeout_resolves_as_tokios_on_whole_milliseconds(

@@ -532,15 +532,8 @@ fn run_idle(ops: Vec<Op>, start_offset_us: u64) -> Result<(), TestCaseError> {
     })
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2_000)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(common::proptest_cases()))]
 
     #[test]
     fn delay_queue_driven_by_its_wakes_matches_tokio_util(

@@ -15,32 +15,49 @@ struct Seen {
     services: usize,
 }
 
+/// A hand-off, the count of signals raised so far, and the service that records it.
+fn setup() -> (
+    Arc<HandOff<Seen>>,
+    Arc<AtomicUsize>,
+    impl FnMut(&mut Seen) + Clone + Send + 'static,
+) {
+    let handoff = Arc::new(HandOff::new(Seen {
+        signals_seen: 0,
+        services: 0,
+    }));
+    let raised = Arc::new(AtomicUsize::new(0));
+    let service = {
+        let raised = raised.clone();
+        move |seen: &mut Seen| {
+            // SeqCst: a test-only counter read under the lock.
+            seen.signals_seen = raised.load(Ordering::SeqCst);
+            seen.services += 1;
+        }
+    };
+    (handoff, raised, service)
+}
+
+/// A thread that raises one more signal and signals it.
+fn spawn_signal(
+    handoff: &Arc<HandOff<Seen>>,
+    raised: &Arc<AtomicUsize>,
+    service: impl FnMut(&mut Seen) + Send + 'static,
+) -> thread::JoinHandle<()> {
+    let (handoff, raised) = (handoff.clone(), raised.clone());
+    thread::spawn(move || {
+        raised.fetch_add(1, Ordering::SeqCst);
+        handoff.signal(service, |()| {});
+    })
+}
+
 /// A signal raised while another thread holds the lock (filing a request, or
 /// cancelling one) is serviced after it: by the holder when it unlocks, or by the
 /// signaller if the lock was free. Never lost, whatever the interleaving.
 #[test]
 fn a_signal_racing_the_lock_holder_is_serviced_after_it_was_raised() {
     loom::model(|| {
-        let handoff = Arc::new(HandOff::new(Seen {
-            signals_seen: 0,
-            services: 0,
-        }));
-        let raised = Arc::new(AtomicUsize::new(0));
-        let service = {
-            let raised = raised.clone();
-            move |seen: &mut Seen| {
-                // SeqCst: a test-only counter read under the lock.
-                seen.signals_seen = raised.load(Ordering::SeqCst);
-                seen.services += 1;
-            }
-        };
-        let signaller = {
-            let (handoff, raised, service) = (handoff.clone(), raised.clone(), service.clone());
-            thread::spawn(move || {
-                raised.fetch_add(1, Ordering::SeqCst);
-                handoff.signal(service, |()| {});
-            })
-        };
+        let (handoff, raised, service) = setup();
+        let signaller = spawn_signal(&handoff, &raised, service.clone());
         // The owner files a request: holds the lock for a while.
         handoff.with(|seen| seen.services, service.clone(), |()| {});
         signaller.join().unwrap();
@@ -61,26 +78,11 @@ fn a_signal_racing_the_lock_holder_is_serviced_after_it_was_raised() {
 #[test]
 fn two_signals_racing_the_owner_are_both_serviced() {
     loom::model(|| {
-        let handoff = Arc::new(HandOff::new(Seen {
-            signals_seen: 0,
-            services: 0,
-        }));
-        let raised = Arc::new(AtomicUsize::new(0));
-        let service = {
-            let raised = raised.clone();
-            move |seen: &mut Seen| {
-                seen.signals_seen = raised.load(Ordering::SeqCst);
-                seen.services += 1;
-            }
-        };
-        let spawn_signal = || {
-            let (handoff, raised, service) = (handoff.clone(), raised.clone(), service.clone());
-            thread::spawn(move || {
-                raised.fetch_add(1, Ordering::SeqCst);
-                handoff.signal(service, |()| {});
-            })
-        };
-        let (a, b) = (spawn_signal(), spawn_signal());
+        let (handoff, raised, service) = setup();
+        let (a, b) = (
+            spawn_signal(&handoff, &raised, service.clone()),
+            spawn_signal(&handoff, &raised, service.clone()),
+        );
         handoff.with(|_| (), service.clone(), |()| {});
         a.join().unwrap();
         b.join().unwrap();
@@ -98,26 +100,11 @@ fn two_signals_racing_the_owner_are_both_serviced() {
 #[test]
 fn three_signallers_each_seen_by_a_later_service() {
     loom::model(|| {
-        let handoff = Arc::new(HandOff::new(Seen {
-            signals_seen: 0,
-            services: 0,
-        }));
-        let raised = Arc::new(AtomicUsize::new(0));
-        let service = {
-            let raised = raised.clone();
-            move |seen: &mut Seen| {
-                seen.signals_seen = raised.load(Ordering::SeqCst);
-                seen.services += 1;
-            }
-        };
-        let spawn_signal = || {
-            let (handoff, raised, service) = (handoff.clone(), raised.clone(), service.clone());
-            thread::spawn(move || {
-                raised.fetch_add(1, Ordering::SeqCst);
-                handoff.signal(service, |()| {});
-            })
-        };
-        let threads = [spawn_signal(), spawn_signal()];
+        let (handoff, raised, service) = setup();
+        let threads = [
+            spawn_signal(&handoff, &raised, service.clone()),
+            spawn_signal(&handoff, &raised, service.clone()),
+        ];
         raised.fetch_add(1, Ordering::SeqCst);
         handoff.signal(service.clone(), |()| {});
         for thread in threads {

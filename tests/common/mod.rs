@@ -115,3 +115,11 @@ impl When {
         !matches!(self, When::Us(_))
     }
 }
+
+/// Cases per property test: `PROPTEST_CASES`, else 2,000.
+pub fn proptest_cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000)
+}
