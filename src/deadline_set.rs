@@ -31,6 +31,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Wake, Waker};
 
+/// tokio's timer tick: its driver fires a deadline at the tick after it.
+const TICK_NANOS: u64 = 1_000_000;
+
 thread_local! {
     /// This thread's sets, one per runtime it filed deadlines in.
     static SETS: RefCell<Vec<Arc<DeadlineSet>>> = const { RefCell::new(Vec::new()) };
@@ -160,7 +163,11 @@ impl DeadlineSet {
                 }
             }
             if let Some(now) = self.home_clock() {
-                passed = passed.max(now);
+                // Only what is a whole tick behind the clock: tokio fires a deadline at
+                // its next millisecond tick, and a reply completing in that same tick
+                // must win, as with tokio's `timeout` (the future is polled first when
+                // the entry fires). Newer deadlines wait for the entry.
+                passed = passed.max(now.saturating_sub(TICK_NANOS));
             }
             // Release: see `has_passed`. Monotonic: only this locked code writes it.
             if passed > self.passed.load(Ordering::Relaxed) {
