@@ -23,16 +23,13 @@ use crate::core::handoff::HandOff;
 use crate::core::{MAX_ROUNDS, NEVER};
 use crate::runtime_life::RuntimeLife;
 use crate::sync::WakerMemo;
-use crate::time_base::{from_nanos, now_nanos};
+use crate::time_base::{from_nanos, now_nanos, TICK_NANOS};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Wake, Waker};
-
-/// tokio's timer tick: its driver fires a deadline at the tick after it.
-const TICK_NANOS: u64 = 1_000_000;
 
 thread_local! {
     /// This thread's sets, one per runtime it filed deadlines in.
@@ -77,10 +74,12 @@ impl DeadlineSet {
         let id = handle.id();
         SETS.with(|sets| {
             let mut sets = sets.borrow_mut();
-            sets.retain(|set| !set.life.is_gone());
+            // Runtime ids are never reused, so a live runtime never finds a gone set:
+            // drop those only on a miss, off the per-request path.
             if let Some(set) = sets.iter().find(|set| set.runtime == id) {
                 return set.clone();
             }
+            sets.retain(|set| !set.life.is_gone());
             let set = Arc::new(Self {
                 runtime: id,
                 life: RuntimeLife::of(&handle),
@@ -193,8 +192,7 @@ impl DeadlineSet {
     /// from a plain thread or another runtime services the set too, and must not
     /// read its own clock as the set's).
     fn home_clock(&self) -> Option<u64> {
-        let home = tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() == self.runtime);
-        home.then(now_nanos)
+        (!crate::entry::polled_away_from(self.runtime)).then(now_nanos)
     }
 }
 

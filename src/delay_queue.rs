@@ -12,16 +12,13 @@ use crate::entry::RuntimeEntry;
 use crate::runtime_life::RuntimeLife;
 use crate::stats::Stats;
 use crate::sync::Arc;
-use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos};
+use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos, TICK_NANOS};
 use futures::Stream;
 use std::fmt;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// tokio's timer tick: its driver fires a deadline at the tick after it.
-const TICK_NANOS: u64 = 1_000_000;
 
 /// How many heap records one poll handles (re-files and stale records) before it
 /// yields, so no poll does unbounded work.
