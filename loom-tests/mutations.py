@@ -190,6 +190,14 @@ M = [
   "            |state| state.core.cancel(filed),",
   "            |_| { let _ = filed; None::<Waker> },",
   "T:timeout_memory", "two_million_answered_requests_under_hour_long_deadlines_keep_memory_flat"),
+ ("tower: the expiry is our Elapsed (as an io::Error), not tower's", "src/tower.rs",
+  "            Err(_elapsed) => Err(Elapsed::new().into()),",
+  "            Err(elapsed) => Err(Box::new(std::io::Error::from(elapsed)) as BoxError),",
+  "T:tower", "whole_milliseconds_give_the_same_outcome_at_the_same_instant"),
+ ("tower: a poll_ready error is swallowed (reported ready)", "src/tower.rs",
+  "        self.inner.poll_ready(cx).map_err(Into::into)",
+  "        self.inner.poll_ready(cx).map(|_| Ok(()))",
+  "T:tower", "errors_from_poll_ready_and_from_the_response_pass_through_boxed"),
  ("time base: a saturated deadline reads as tokio's far future (now + 30 years)", "src/time_base.rs",
   "        return Instant::from_std(base.never);", "        return Instant::now() + FAR_FUTURE;",
   "T:bad_input", "a_saturated_deadline_read_out_and_given_back_stays_never"),
@@ -214,7 +222,7 @@ for i,(name, f, old, new, binary, test) in enumerate(M):
     open(f,'w').write(src.replace(old, new))
     try:
         if binary.startswith("T:"):
-            cmd = ["cargo","test","-q","-p","lazy-deadline","--test",binary[2:],"--",test,"--exact"]
+            cmd = ["cargo","test","-q","-p","lazy-deadline","--all-features","--test",binary[2:],"--",test,"--exact"]
         elif binary.startswith("U:"):
             cmd = ["cargo","test","-q","-p","lazy-deadline","--lib","--",binary[2:] + "::" + test,"--exact"]
         elif binary.startswith("L:"):

@@ -55,8 +55,8 @@
 //!
 //! # Features
 //!
-//! Both off by default; the default build depends on tokio, futures and
-//! pin-project-lite only.
+//! All off by default; the default build depends on tokio, futures,
+//! pin-project-lite and hashbrown only.
 //!
 //! - `quinn`: [`quinn::LazyRuntime`](crate::quinn), a `quinn::Runtime` whose
 //!   connection timers are lazy [`Sleep`]s (`Arc::new(LazyRuntime)` where
@@ -64,6 +64,10 @@
 //! - `hyper`: [`hyper::LazyTimer`](crate::hyper), a `hyper::rt::Timer` with an
 //!   in-place `reset` (`.timer(LazyTimer)` where `.timer(TokioTimer::new())` was), and
 //!   `hyper::rt::Sleep` for [`Sleep`].
+//! - `tower`: [`tower::TimeoutLayer`](crate::tower), tower 0.5's timeout layer whose
+//!   per-call deadline is our [`timeout`] (`lazy_deadline::tower::TimeoutLayer::new(d)`
+//!   where `tower::timeout::TimeoutLayer::new(d)` was); the error is tower's own
+//!   `Elapsed`.
 //!
 //! # Examples
 //!
@@ -279,6 +283,9 @@ pub mod sync;
 mod sync;
 mod time_base;
 mod timeout;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 
 pub use delay_map::DelayMap;
 pub use delay_queue::DelayQueue;

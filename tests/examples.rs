@@ -123,6 +123,12 @@ fn peer_table_pings_idle_peers_and_drops_silent_ones() {
     );
 }
 
+#[cfg(feature = "tower")]
+#[test]
+fn http_timeout_answers_every_request_with_each_layer() {
+    run("http_timeout", &["--duration", "1"]);
+}
+
 #[cfg(feature = "quinn")]
 #[test]
 fn quinn_bulk_moves_everything_on_both_runtimes() {
