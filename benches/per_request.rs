@@ -1,7 +1,7 @@
 //! Group 4: a per-request deadline. A fresh `tokio::time::timeout` (create, poll,
 //! drop), ours (its deadline filed in the thread's deadline set), pingora-timeout's
-//! `fast_timeout` and `tokio_timeout`, a fresh lazy `sleep`, and one lazy `Sleep`
-//! reused across requests with `reset`.
+//! `fast_timeout` and `tokio_timeout`, a fresh `sleep` (tokio's and ours: ours
+//! files in the same set), and one `Sleep` reused across requests with `reset`.
 
 mod common;
 
@@ -41,6 +41,12 @@ fn per_request(c: &mut Criterion) {
     group.bench_function("lazy_timeout_new_poll_drop", |b| {
         b.iter(|| {
             let fut = lazy_deadline::timeout(black_box(DEADLINE), pending::<()>());
+            let _ = poll_once(pin!(fut));
+        })
+    });
+    group.bench_function("tokio_sleep_new_poll_drop", |b| {
+        b.iter(|| {
+            let fut = tokio::time::sleep(black_box(DEADLINE));
             let _ = poll_once(pin!(fut));
         })
     });

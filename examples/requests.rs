@@ -1,8 +1,9 @@
 //! Per-request deadlines under load: 64 tasks issuing requests that are pending
 //! once (the shape of an RPC awaiting its reply), each with a 5 s deadline, on a
 //! current-thread runtime and on 1 to N workers (N: the cores here). Prints ns per
-//! request for the request alone, with `tokio::time::timeout`, with ours, and with
-//! pingora's `fast_timeout`, and each timeout's own cost (total minus the request
+//! request for the request alone, with `tokio::time::timeout`, with ours, with
+//! pingora's `fast_timeout`, and with a fresh `sleep` per request raced in a
+//! `select!` (tokio's and ours), and each one's own cost (total minus the request
 //! alone), with the machine's load: on several workers tokio's cost is contention
 //! on its timer driver's lock, which another busy process hides.
 //!
@@ -45,6 +46,8 @@ enum Variant {
     Alone,
     Tokio,
     Lazy,
+    TokioSleep,
+    LazySleep,
     Pingora,
 }
 
@@ -54,6 +57,8 @@ impl Variant {
             Variant::Alone => "request alone",
             Variant::Tokio => "tokio::time::timeout",
             Variant::Lazy => "lazy_deadline::timeout",
+            Variant::TokioSleep => "tokio::time::sleep select",
+            Variant::LazySleep => "lazy_deadline::sleep select",
             Variant::Pingora => "pingora fast_timeout",
         }
     }
@@ -69,6 +74,18 @@ async fn request(variant: Variant) -> bool {
         }
         Variant::Tokio => tokio::time::timeout(DEADLINE, req).await.is_ok(),
         Variant::Lazy => lazy_deadline::timeout(DEADLINE, req).await.is_ok(),
+        // A fresh sleep per request raced in a `select!`, the request first (as a
+        // timeout polls it).
+        Variant::TokioSleep => tokio::select! {
+            biased;
+            () = req => true,
+            () = tokio::time::sleep(DEADLINE) => false,
+        },
+        Variant::LazySleep => tokio::select! {
+            biased;
+            () = req => true,
+            () = lazy_deadline::sleep(DEADLINE) => false,
+        },
         Variant::Pingora => pingora_timeout::fast_timeout::fast_timeout(DEADLINE, req)
             .await
             .is_ok(),
@@ -131,6 +148,8 @@ fn main() -> ExitCode {
         Variant::Tokio,
         Variant::Lazy,
         Variant::Pingora,
+        Variant::TokioSleep,
+        Variant::LazySleep,
     ];
     const RUNS: usize = 5;
     // Size the work to the time: a calibration round per configuration, then RUNS
@@ -171,7 +190,7 @@ fn main() -> ExitCode {
         for (i, &variant) in variants.iter().enumerate() {
             let own = (median[i] - alone).max(0.0);
             println!(
-                "  {:<24} {:>8.1} ns   own {:>7.1} ns",
+                "  {:<28} {:>8.1} ns   own {:>7.1} ns",
                 variant.name(),
                 median[i],
                 own
@@ -180,10 +199,11 @@ fn main() -> ExitCode {
         }
         let own = |i: usize| (median[i] - alone).max(0.1);
         println!(
-            "  ours vs tokio: request + timeout {:.1}x, own cost {:.1}x lower; vs pingora {:.1}x",
+            "  ours vs tokio: request + timeout {:.1}x, own cost {:.1}x lower; vs pingora {:.1}x; fresh sleep: own cost {:.1}x lower",
             median[1] / median[2],
             own(1) / own(2),
-            median[3] / median[2]
+            median[3] / median[2],
+            own(4) / own(5)
         );
     }
     println!("load average at end: {}", load());

@@ -1,10 +1,11 @@
 //! `DeadlineSet`: the per-request deadlines of one thread for one runtime, behind one
-//! tokio timer entry. What [`Timeout`](crate::Timeout) files its deadline in, instead
-//! of registering a runtime timer entry of its own.
+//! tokio timer entry. What [`Timeout`](crate::Timeout) and [`Sleep`](crate::Sleep)
+//! file their deadlines in, instead of registering a runtime timer entry each.
 //!
-//! Each thread keeps one set per runtime it polls timeouts in (a thread-local list,
+//! Each thread keeps one set per runtime it makes timers in (a thread-local list,
 //! usually of one). A request files its deadline at its first pending poll: under
-//! the set's lock, a slab store and a heap push (`core::deadline_set`). Since
+//! the set's lock, a slab store and a heap push (`core::deadline_set`); its later
+//! polls read the set's passed mark without the lock (`core::shared_set`). Since
 //! `now + d` grows on a thread, a new deadline is rarely earlier than what the set's
 //! entry is armed at, so filing seldom touches tokio. The entry moves when it fires
 //! (or a deadline beats it), and that fire comes through the set's own waker from
@@ -15,11 +16,11 @@
 //!
 //! The set's lock is held by its own code while it re-arms the entry, and tokio wakes
 //! the entry's waker synchronously inside `Sleep::reset` when the new deadline has
-//! passed, so the waker never takes the lock: it hands the work to whoever holds it
-//! (`core::handoff`, loom-checked).
+//! passed, so the waker must not wait for the lock then: those calls are marked, and
+//! a signal during one is handed to the holder (`core::handoff`, loom-checked).
 
-use crate::core::deadline_set::{Filed, SetCore};
-use crate::core::handoff::HandOff;
+use crate::core::deadline_set::Filed;
+use crate::core::shared_set::{Locked, Placed, SharedSet};
 use crate::core::{MAX_ROUNDS, NEVER};
 use crate::runtime_life::RuntimeLife;
 use crate::sync::WakerMemo;
@@ -27,7 +28,6 @@ use crate::time_base::{from_nanos, now_nanos, TICK_NANOS};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Wake, Waker};
 
@@ -40,19 +40,22 @@ thread_local! {
 pub(crate) struct DeadlineSet {
     runtime: tokio::runtime::Id,
     life: RuntimeLife,
-    /// Every deadline at or before this has passed by the runtime's clock. Written
-    /// under the lock before the expired requests are woken; read without it.
-    passed: AtomicU64,
-    state: HandOff<SetState>,
+    shared: SharedSet<Entry>,
 }
 
-struct SetState {
-    core: SetCore,
+/// The set's one runtime timer entry, beside its deadlines under the lock.
+struct Entry {
     /// Made with the set, in its runtime; registered only while `armed`.
-    entry: Pin<Box<tokio::time::Sleep>>,
-    /// Where the entry is armed (`NEVER`: not armed, or fired and not re-armed).
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// Where it is armed (`NEVER`: not armed, or fired and not re-armed).
     armed: u64,
 }
+
+type SetState = Locked<Entry>;
+
+/// What a service leaves to do after the lock: the expired requests' wakers, and
+/// whether to service again.
+type Serviced = (Vec<Waker>, bool);
 
 /// A request's deadline filed in a set.
 pub(crate) struct Filing {
@@ -72,28 +75,32 @@ impl DeadlineSet {
     pub fn current() -> Arc<Self> {
         let handle = tokio::runtime::Handle::current();
         let id = handle.id();
+        let found = SETS.with(|sets| {
+            let sets = sets.borrow();
+            sets.iter().find(|set| set.runtime == id).cloned()
+        });
+        if let Some(set) = found {
+            return set;
+        }
+        // A miss (the first deadline of this runtime on this thread): made out here,
+        // not in a closure, so a missing time driver panics at the caller.
+        let set = Arc::new(Self {
+            runtime: id,
+            life: RuntimeLife::of(&handle),
+            shared: SharedSet::new(Entry {
+                // In this runtime, so that a missing time driver panics here.
+                sleep: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
+                armed: NEVER,
+            }),
+        });
         SETS.with(|sets| {
             let mut sets = sets.borrow_mut();
             // Runtime ids are never reused, so a live runtime never finds a gone set:
             // drop those only on a miss, off the per-request path.
-            if let Some(set) = sets.iter().find(|set| set.runtime == id) {
-                return set.clone();
-            }
             sets.retain(|set| !set.life.is_gone());
-            let set = Arc::new(Self {
-                runtime: id,
-                life: RuntimeLife::of(&handle),
-                passed: AtomicU64::new(0),
-                state: HandOff::new(SetState {
-                    core: SetCore::default(),
-                    // In this runtime, so that a missing time driver panics here.
-                    entry: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
-                    armed: NEVER,
-                }),
-            });
             sets.push(set.clone());
-            set
-        })
+        });
+        set
     }
 
     /// Whether the set's runtime has shut down (its deadlines are nobody's now).
@@ -101,64 +108,67 @@ impl DeadlineSet {
         self.life.is_gone()
     }
 
-    /// Files `deadline` for the task of `waker`; arms the entry if it is the earliest.
-    pub fn file(self: &Arc<Self>, deadline: u64, waker: &Waker) -> Filing {
-        let (filed, memo, wake) = self.state.with(
-            |state| {
-                let filed = state.core.file(deadline, waker);
-                // The clone the slot holds, not the caller's waker (see `WakerSlot`).
-                let memo = state
-                    .core
-                    .stored_waker(filed)
-                    .map_or_else(WakerMemo::default, WakerMemo::of);
-                // Earlier than the entry (or nothing armed): move it now.
-                let wake = if deadline < state.armed {
-                    self.service(state)
-                } else {
-                    Vec::new()
-                };
-                (filed, memo, wake)
-            },
-            |state| self.service(state),
-            wake_all,
-        );
-        wake_all(wake);
+    /// Files `deadline` for the task of `waker` in this set (the `Arc` moves into
+    /// the filing); arms the entry if it is the earliest.
+    pub fn file_in(self: Arc<Self>, deadline: u64, waker: &Waker) -> Filing {
+        let (placed, _) = self.place(deadline, None, Some(waker));
+        let (filed, memo) = placed.expect("a waker was given");
         Filing {
-            set: self.clone(),
+            set: self,
             filed,
             memo,
         }
     }
 
-    /// Whether `deadline` has passed by the set's runtime clock, as far as the set's
-    /// entry has seen.
-    fn has_passed(&self, deadline: u64) -> bool {
-        // Acquire: pairs with the Release store in `service`, made before the
-        // expired requests' wakers are woken, so a woken poll sees it.
-        deadline <= self.passed.load(Ordering::Acquire)
+    /// Under one lock: cancels `previous` and files `deadline` (see
+    /// `SharedSet::place`); a deadline earlier than the entry moves it now.
+    fn place(
+        self: &Arc<Self>,
+        deadline: u64,
+        previous: Option<Filed>,
+        waker: Option<&Waker>,
+    ) -> (Option<Placed>, Option<Waker>) {
+        let (placed, replaced, serviced) = self.shared.place(deadline, previous, waker, |state| {
+            (deadline < state.extra.armed).then(|| self.service(state))
+        });
+        if let Some(serviced) = serviced.flatten() {
+            self.after_service(serviced);
+        }
+        (placed, replaced)
     }
 
     /// Under the lock: polls the entry (it fired: its deadline has passed), takes the
     /// home clock where this thread runs the set's runtime, expires what is due, and
     /// re-arms the entry at the earliest deadline left. Returns the wakers to wake
-    /// once the lock is released.
-    fn service(self: &Arc<Self>, state: &mut SetState) -> Vec<Waker> {
+    /// once the lock is released, and whether to service again then (the entry kept
+    /// firing at once for `MAX_ROUNDS` rounds).
+    ///
+    /// Every call into the entry goes through `in_call`: tokio may wake the set's
+    /// waker inside it (a reset to a passed deadline), and a fire on another thread
+    /// meanwhile counts on this holder too. Either way the round repeats.
+    fn service(self: &Arc<Self>, state: &mut SetState) -> Serviced {
         let mut wake = Vec::new();
         if self.life.is_gone() {
             // Shutdown fired the entry; no clock passed anything.
-            return wake;
+            return (wake, false);
         }
         let set_waker = Waker::from(self.clone());
         let mut cx = Context::from_waker(&set_waker);
         for _ in 0..MAX_ROUNDS {
             let mut passed = 0;
-            if state.armed != NEVER {
+            let mut signalled = false;
+            if state.extra.armed != NEVER {
                 // Outside the polling task's budget: when it is spent, tokio's poll
                 // neither registers nor reports the fire.
-                let entry = std::pin::pin!(tokio::task::unconstrained(state.entry.as_mut()));
-                if entry.poll(&mut cx).is_ready() {
-                    passed = state.armed;
-                    state.armed = NEVER;
+                let entry = std::pin::pin!(tokio::task::unconstrained(state.extra.sleep.as_mut()));
+                let (fired, again) = self
+                    .shared
+                    .state()
+                    .in_call(|| entry.poll(&mut cx).is_ready());
+                signalled = again;
+                if fired {
+                    passed = state.extra.armed;
+                    state.extra.armed = NEVER;
                 }
             }
             if let Some(now) = self.home_clock() {
@@ -168,24 +178,44 @@ impl DeadlineSet {
                 // the entry fires). Newer deadlines wait for the entry.
                 passed = passed.max(now.saturating_sub(TICK_NANOS));
             }
-            // Release: see `has_passed`. Monotonic: only this locked code writes it.
-            if passed > self.passed.load(Ordering::Relaxed) {
-                self.passed.store(passed, Ordering::Release);
-            }
-            let next = state.core.expire(passed, &mut wake);
-            if next == NEVER || (state.armed != NEVER && state.armed <= next) {
+            let next = self.shared.expire(state, passed, &mut wake);
+            let armed = state.extra.armed;
+            if next == NEVER || (armed != NEVER && armed <= next) {
                 // Nothing left, or the entry already fires first (a cancelled
                 // earliest request: the entry fires early once and re-arms then).
-                return wake;
+                // Done, unless a fire came while the entry was polled.
+                if !signalled {
+                    return (wake, false);
+                }
+                continue;
             }
-            state.entry.as_mut().reset(from_nanos(next));
-            state.armed = next;
+            let entry = state.extra.sleep.as_mut();
+            let _ = self
+                .shared
+                .state()
+                .in_call(|| entry.reset(from_nanos(next)));
+            state.extra.armed = next;
             // Loop to register the entry with the set's waker (the poll above); if
-            // `next` has passed too, that poll reports the fire at once.
+            // `next` has passed too, or tokio fired it inside the reset, that poll
+            // reports the fire.
         }
-        // Still firing at once after every round: let the next drain go on.
-        set_waker.wake_by_ref();
-        wake
+        // Still firing at once after every round: service again after the lock.
+        (wake, true)
+    }
+
+    /// After the lock: wakes the expired requests' tasks, and services again while
+    /// the last service asked for it.
+    fn after_service(self: &Arc<Self>, (wake, mut more): Serviced) {
+        wake_all(wake);
+        while more {
+            match self.shared.state().signal(|state| self.service(state)) {
+                Some((wake, again)) => {
+                    wake_all(wake);
+                    more = again;
+                }
+                None => more = false, // the holder services
+            }
+        }
     }
 
     /// The set's runtime clock, if this thread runs inside that runtime (a cancel
@@ -202,48 +232,48 @@ impl Wake for DeadlineSet {
     }
 
     /// The entry fired (or tokio asks for a re-poll): service the set now, or hand it
-    /// to whoever holds the lock.
+    /// to the holder inside its call into the entry.
     fn wake_by_ref(self: &Arc<Self>) {
-        self.state.signal(|state| self.service(state), wake_all);
+        if let Some(serviced) = self.shared.state().signal(|state| self.service(state)) {
+            self.after_service(serviced);
+        }
     }
 }
 
 impl Filing {
     /// Whether the filed deadline has passed; registers `waker` if it changed.
     pub fn poll_passed(&mut self, deadline: u64, waker: &Waker) -> bool {
-        if self.set.has_passed(deadline) {
-            return true;
-        }
-        if self.memo == WakerMemo::of(waker) {
-            return false; // the fire wakes the waker the slot holds
-        }
-        let set = &self.set;
-        let filed = self.filed;
-        let (memo, replaced) = set.state.with(
-            |state| match state.core.update_waker(filed, waker) {
-                Some(replaced) => {
-                    let stored = state.core.stored_waker(filed);
-                    (stored.map(WakerMemo::of), replaced)
-                }
-                None => (None, None),
-            },
-            |state| set.service(state),
-            wake_all,
-        );
-        drop(replaced); // outside the lock: a waker's drop may reach this set
-        if let Some(memo) = memo {
-            self.memo = memo;
-            false
-        } else {
-            // Expired between the check above and the lock.
-            true
-        }
+        self.set
+            .shared
+            .poll_passed(self.filed, deadline, &mut self.memo, waker)
     }
 
     /// Whether the filed deadline has passed, as far as the set has seen (no waker
     /// registration).
     pub fn has_passed(&self, deadline: u64) -> bool {
-        self.set.has_passed(deadline)
+        self.set.shared.has_passed(deadline)
+    }
+
+    /// Moves the filing to `deadline` under one lock, with `waker` or else the waker
+    /// the slot holds. `false` if neither is there (the filing expired and no waker
+    /// was given): nothing is filed then.
+    pub fn refile(&mut self, deadline: u64, waker: Option<&Waker>) -> bool {
+        let (placed, replaced) = self.set.place(deadline, Some(self.filed), waker);
+        drop(replaced); // outside the lock: a waker's drop may reach this set
+        match placed {
+            Some((filed, memo)) => {
+                self.filed = filed;
+                self.memo = memo;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the current context is outside the set's runtime (another runtime, a
+    /// plain thread). A runtime-handle lookup: out of line, asked once per timer.
+    pub fn is_away(&self) -> bool {
+        crate::entry::polled_away_from(self.set.runtime)
     }
 
     /// Whether the set's runtime shut down: the filing is void.
@@ -255,14 +285,7 @@ impl Filing {
 impl Drop for Filing {
     /// Answered, elapsed or dropped: give the slot back (a no-op if it expired).
     fn drop(&mut self) {
-        let set = &self.set;
-        let filed = self.filed;
-        let waker = set.state.with(
-            |state| state.core.cancel(filed),
-            |state| set.service(state),
-            wake_all,
-        );
-        drop(waker); // outside the lock
+        self.set.shared.cancel(self.filed);
     }
 }
 

@@ -1,12 +1,16 @@
 //! `Sleep`: a drop-in for `tokio::time::Sleep` whose later resets are field stores.
 
+use crate::core::NEVER;
+use crate::deadline_set::{DeadlineSet, Filing};
 use crate::stats::Stats;
-use crate::time_base::FAR_FUTURE;
+use crate::time_base::{to_nanos, FAR_FUTURE};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomPinned;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -57,18 +61,19 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// ```
 #[track_caller]
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    // The entry first, so that a missing runtime panics with tokio's own message.
-    let entry = tokio::time::sleep_until(deadline);
     Sleep {
         deadline,
-        armed: deadline,
-        polled: false,
+        at: to_nanos(deadline),
+        // This thread's set for the current runtime: a missing runtime or time driver
+        // panics here with tokio's own message, and that runtime's clock judges it.
+        set: Some(DeadlineSet::current()),
+        filing: None,
+        filed_at: NEVER,
         reset_unpolled: false,
         completed: false,
-        away: false,
-        owner: tokio::runtime::Handle::current().id(),
+        away: None,
         stats: Stats::default(),
-        entry,
+        _pinned: PhantomPinned,
     }
 }
 
@@ -77,34 +82,42 @@ pin_project! {
     /// [`tokio::time::Sleep`] whose [`reset`](Sleep::reset) to a later deadline is a
     /// field store.
     ///
-    /// It owns one `tokio::time::Sleep` (the *entry*). A reset to a later deadline
-    /// only records it; when the entry fires, the `Sleep` compares with the recorded
-    /// deadline and re-arms the entry for the remainder. A reset to an earlier
-    /// deadline re-arms the entry at once, as tokio does. Resets before the first poll
-    /// are all stores; the first poll arms the entry once, at the final deadline.
+    /// It registers no runtime timer entry of its own: at its first poll it files its
+    /// deadline in the *deadline set* that the thread it was made on keeps for its
+    /// runtime (the set that [`timeout`](crate::timeout) uses), whose one
+    /// `tokio::time::Sleep` serves every deadline filed there. So a fresh `sleep` per
+    /// request costs no trip through tokio's timer driver, whose one lock all workers
+    /// share. A reset to a later deadline only records it; when the filing expires,
+    /// the `Sleep` compares with the recorded deadline and files the remainder. A
+    /// reset to an earlier deadline re-files at once. Resets before the first poll
+    /// are all stores; the first poll files once, at the final deadline.
     ///
     /// Like tokio's, it does not implement `Unpin`: pin it (`tokio::pin!` or
     /// `Box::pin`) to use it with `select!` or `reset`.
     ///
     /// # Precision
     ///
-    /// Completes only once its runtime entry (a `tokio::time::Sleep` on the runtime
-    /// it was created in) has fired at or after the deadline: never early by that
+    /// Completes only once the set's runtime entry (a `tokio::time::Sleep` on the
+    /// runtime it was created in) has fired at or after the deadline, or that
+    /// runtime's clock, read by the set, is a whole tick past it: never early by that
     /// runtime's clock, also when polled from another runtime or a plain executor, and
     /// never later than a `tokio::time::Sleep` with the same final deadline (on whole
     /// milliseconds of a paused clock, at the same virtual instant). A deadline moved
-    /// later is re-armed when the entry fires, before the later deadline's tick.
+    /// later is filed again when the earlier filing expires, before the later
+    /// deadline's tick.
     ///
     /// Polled from outside the runtime that created it (another runtime's thread, a
-    /// plain executor), a later reset re-arms the entry at once, as tokio's does:
+    /// plain executor), a later reset re-files at once, as tokio's re-registers:
     /// that runtime's clock does not wait for this poller (a paused clock jumps to its
     /// next timer as soon as its own tasks are idle), so the lazy re-check could come
-    /// too late. Where it is polled is judged at its first poll.
+    /// too late. Where it is used is judged once, at its first reset to a later
+    /// deadline after its first poll (a `Sleep` is reset where it is polled: by
+    /// the task that awaits it).
     ///
     /// # Cancel safety
     ///
-    /// Dropping or not polling it loses nothing: it is a plain future with no
-    /// side effect beyond its own entry.
+    /// Dropping or not polling it loses nothing: dropping it gives its place in the
+    /// deadline set back, and it never wakes the task afterwards.
     ///
     /// # Examples
     ///
@@ -141,26 +154,30 @@ pin_project! {
     /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Sleep {
-        // The deadline exactly as the caller gave it.
+        // The deadline exactly as the caller gave it, and in the time base.
         deadline: Instant,
-        // Where `entry` is armed. Invariant: `armed <= deadline`, or the entry has
-        // been re-armed at `deadline` (moves earlier re-arm at once).
-        armed: Instant,
-        // Whether `entry` has been polled (and so registered with the driver).
-        polled: bool,
+        at: u64,
+        // The deadline set that judges it, until the first poll files it there; from
+        // then on the filing holds the set.
+        set: Option<Arc<DeadlineSet>>,
+        filing: Option<Filing>,
+        // Where the filing stands. Invariant once filed: `filed_at <= at`, or the
+        // filing has expired and is re-filed at `at` by the next poll (a move
+        // earlier re-files at once).
+        filed_at: u64,
         // Reset before the first poll (tokio registers on `reset`; `is_elapsed`
         // answers as if we had).
         reset_unpolled: bool,
         // Resolved at `deadline`; cleared by `reset`. Repeated polls stop here.
         completed: bool,
-        // First polled outside the runtime that owns the entry: later resets re-arm
-        // at once (see `reset`).
-        away: bool,
-        // The runtime the entry belongs to (where `sleep_until` ran).
-        owner: tokio::runtime::Id,
+        // Used outside the set's runtime: later resets re-file at once (see `reset`).
+        // Judged at the first later reset after the first poll (`None` until then),
+        // so a `Sleep` that is never moved later never asks.
+        away: Option<bool>,
         stats: Stats,
+        // `!Unpin`, as tokio's.
         #[pin]
-        entry: tokio::time::Sleep,
+        _pinned: PhantomPinned,
     }
 }
 
@@ -175,27 +192,32 @@ impl Sleep {
     /// `tokio::time::Sleep::is_elapsed` does.
     ///
     /// Like tokio's: `false` for a `Sleep` that was neither polled nor reset (tokio
-    /// registers its timer on the first poll or reset), `true` once it completed. A
-    /// deadline the runtime entry has not fired at yet (a reset before the first poll,
-    /// or a later reset since the entry fired) is judged by the current tokio clock,
-    /// where tokio would ask its driver; the future itself only completes when the
-    /// entry of the runtime that owns it has fired at the deadline.
+    /// registers its timer on the first poll or reset), `true` once it completed or
+    /// its deadline set has seen the deadline pass. A deadline not filed yet (a reset
+    /// before the first poll, or a later reset since the filing expired) is judged by
+    /// the current tokio clock, where tokio would ask its driver; the future itself
+    /// only completes when the set has seen the deadline pass by the clock of the
+    /// runtime that owns it.
     pub fn is_elapsed(&self) -> bool {
         if self.completed {
             return true;
         }
-        if !self.polled {
-            return self.reset_unpolled && self.deadline <= Instant::now();
+        match &self.filing {
+            Some(filing) => {
+                filing.has_passed(self.at)
+                    || (filing.has_passed(self.filed_at) && self.deadline <= Instant::now())
+            }
+            None => self.reset_unpolled && self.deadline <= Instant::now(),
         }
-        self.entry.is_elapsed() && (self.deadline <= self.armed || self.deadline <= Instant::now())
     }
 
     /// Resets the `Sleep` to a new deadline, before or after it completed.
     ///
-    /// A later deadline is a field store: no driver call, no clock read, no atomic.
-    /// An earlier one re-arms the runtime entry at once (tokio's cost). Before the
-    /// first poll every reset is a store. Polled away from its runtime, every reset
-    /// re-arms at once (see the type's `# Precision`).
+    /// A later deadline is a field store: no lock, no clock read, no atomic. An
+    /// earlier one re-files the deadline in the set at once (the set's lock; its
+    /// runtime entry moves only if the deadline beats every other one filed there).
+    /// Before the first poll every reset is a store. Polled away from its runtime,
+    /// every reset re-files at once (see the type's `# Precision`).
     ///
     /// # Examples
     ///
@@ -217,16 +239,23 @@ impl Sleep {
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.project();
         *this.deadline = deadline;
+        *this.at = to_nanos(deadline);
         *this.completed = false;
         *this.reset_unpolled = true;
-        if *this.polled && (deadline < *this.armed || (*this.away && deadline != *this.armed)) {
-            this.entry.reset(deadline);
-            *this.armed = deadline;
-            this.stats.registrations += 1;
+        if let Some(filing) = this.filing {
+            if *this.at < *this.filed_at
+                || (*this.at != *this.filed_at
+                    && *this.away.get_or_insert_with(|| filing.is_away()))
+            {
+                refile_now(filing, *this.at, this.filed_at, this.stats);
+            }
         }
     }
 
-    /// How much driver work this `Sleep` has caused so far.
+    /// How often this `Sleep` filed its deadline in its deadline set (`registrations`:
+    /// the first poll, earlier resets, and the rest of a deadline moved later), and
+    /// how often a filing expired before a deadline that had moved later
+    /// (`entry_fires`). The set's one runtime entry is shared, and not counted here.
     pub fn stats(&self) -> Stats {
         self.stats
     }
@@ -235,68 +264,68 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
 
-    #[inline]
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // Fast path (inlined into the caller, as a `select!` loop polls it on every
-        // turn): armed and not done, so only the entry can have news.
-        let this = self.as_mut().project();
-        if *this.polled && !*this.completed {
-            ready!(this.entry.poll(cx));
-            return self.entry_fired(cx);
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        // As tokio's `Sleep::poll`: a unit of the task's budget per `Ready`; when the
+        // budget is spent, `Pending` with the task woken to yield.
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        if !*this.completed {
+            let passed = match this.filing {
+                Some(filing) => poll_filed(filing, *this.at, this.filed_at, this.stats, cx.waker()),
+                None => {
+                    // First poll: file once, at the final deadline, whatever the resets
+                    // before it said (tokio registers on reset or first poll).
+                    let set = this.set.take().expect("an unfiled Sleep holds its set");
+                    this.stats.registrations += 1;
+                    *this.filed_at = *this.at;
+                    let filing = this.filing.insert(set.file_in(*this.at, cx.waker()));
+                    let passed = filing.has_passed(*this.at);
+                    this.stats.entry_fires += u64::from(passed);
+                    passed
+                }
+            };
+            if !passed {
+                return Poll::Pending;
+            }
+            *this.completed = true;
         }
-        self.poll_cold(cx)
+        coop.made_progress();
+        Poll::Ready(())
     }
 }
 
-impl Sleep {
-    /// The first poll, or a poll after completion.
-    #[inline(never)]
-    fn poll_cold(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.as_mut().project();
-        if *this.completed {
-            // Ready again without the entry: spend the task's budget as tokio's
-            // `Sleep::poll` does, so a loop over a completed `Sleep` still yields.
-            ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
-            return Poll::Ready(());
-        }
-        // First poll: arm the entry once, at the final deadline, whatever the resets
-        // before it said (tokio registers on reset or first poll).
-        *this.polled = true;
-        *this.away = crate::entry::polled_away_from(*this.owner);
-        this.stats.registrations += 1;
-        if *this.armed != *this.deadline {
-            this.entry.as_mut().reset(*this.deadline);
-            *this.armed = *this.deadline;
-        }
-        ready!(this.entry.as_mut().poll(cx));
-        self.entry_fired(cx)
+/// A filed `Sleep`'s poll: whether its deadline `at` has passed. Registers `waker`
+/// if it changed; re-files at `at` if the filing expired before it (the deadline
+/// moved later since it was filed).
+fn poll_filed(
+    filing: &mut Filing,
+    at: u64,
+    filed_at: &mut u64,
+    stats: &mut Stats,
+    waker: &Waker,
+) -> bool {
+    if !filing.poll_passed(*filed_at, waker) {
+        return false; // the set wakes `waker` when the filing expires
     }
+    stats.entry_fires += 1;
+    if filing.has_passed(at) {
+        return true;
+    }
+    // The filing expired before the deadline, which moved later: file the rest.
+    stats.registrations += 1;
+    filing.refile(at, Some(waker));
+    *filed_at = at;
+    filing.has_passed(at)
+}
 
-    /// The entry fired at `armed`: the owning runtime's clock is past it. That is
-    /// the only witness trusted; the polling context's clock may belong to another
-    /// runtime. Completes, or re-arms for a deadline that moved later meanwhile (at
-    /// most twice: after a re-arm, `armed == deadline`; tokio's entry spends the
-    /// task's cooperative budget on each poll that returns ready).
-    #[inline(never)]
-    fn entry_fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
-        loop {
-            this.stats.entry_fires += 1;
-            if *this.deadline <= *this.armed {
-                // Keep the invariant for later resets: the entry stands at `armed`.
-                *this.completed = true;
-                return Poll::Ready(());
-            }
-            // The deadline moved later while we waited: re-arm for the remainder (if
-            // it has passed too, tokio fires the entry within this poll). Polled
-            // outside the budget: the poll that saw the fire has spent this poll's
-            // unit already, and one `Ready` must cost one unit, as tokio's does (an
-            // `Interval` catching up in a burst re-arms on every tick).
-            this.entry.as_mut().reset(*this.deadline);
-            *this.armed = *this.deadline;
-            this.stats.registrations += 1;
-            ready!(std::pin::pin!(tokio::task::unconstrained(this.entry.as_mut())).poll(cx));
-        }
+/// A reset that cannot wait for the filing to expire (earlier, or away from the
+/// set's runtime): moves the filing to `at` now, with the waker it holds. If the
+/// filing expired already, the poll its expiry asked for re-files.
+#[inline(never)]
+fn refile_now(filing: &mut Filing, at: u64, filed_at: &mut u64, stats: &mut Stats) {
+    if filing.refile(at, None) {
+        *filed_at = at;
+        stats.registrations += 1;
     }
 }
 
@@ -304,7 +333,10 @@ impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
             .field("deadline", &self.deadline)
-            .field("armed", &self.armed)
+            .field(
+                "filed_at",
+                &(self.filing.is_some()).then(|| crate::time_base::from_nanos(self.filed_at)),
+            )
             .field("is_elapsed", &self.is_elapsed())
             .finish()
     }

@@ -26,8 +26,11 @@
 #[non_exhaustive]
 pub struct Stats {
     /// Times the timer (re-)registered its runtime timer entry (`Sleep::reset` on
-    /// tokio's side), including the first arming.
+    /// tokio's side), including the first arming; for [`Sleep`](crate::Sleep) and
+    /// [`Interval`](crate::Interval), which have no entry of their own, times they
+    /// filed their deadline in the thread's deadline set.
     pub registrations: u64,
-    /// Times the runtime entry fired and the timer re-evaluated its deadline.
+    /// Times the runtime entry fired (for `Sleep` and `Interval`: the filing
+    /// expired) and the timer re-evaluated its deadline.
     pub entry_fires: u64,
 }

@@ -184,8 +184,7 @@ fn passed(deadline: u64, filing: &mut Option<Filing>, cx: &mut Context<'_>) -> b
     // Filing a deadline earlier than the set's entry services the set, which reads
     // that clock and expires what has passed, this deadline included; a later one
     // is covered by the armed entry. Either way no clock read of our own here.
-    let set = DeadlineSet::current();
-    let filed = set.file(deadline, cx.waker());
+    let filed = DeadlineSet::current().file_in(deadline, cx.waker());
     let passed = filed.has_passed(deadline);
     *filing = Some(filed);
     passed

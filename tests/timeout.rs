@@ -1,5 +1,5 @@
-//! `timeout` / `timeout_at`: a wake-driven paused-clock differential against
-//! tokio's, and the lifecycle cases (answered or dropped never wake, runtimes in
+//! `timeout` / `timeout_at`, and a fresh `sleep` per request raced in a `select!`: a
+//! wake-driven paused-clock differential against tokio's, and the lifecycle cases (answered or dropped never wake, runtimes in
 //! turn and interleaved on one thread, shutdown with timeouts pending).
 
 mod common;
@@ -67,7 +67,42 @@ macro_rules! spawn_side {
     };
 }
 
+/// A fresh lazy `sleep` raced against the request in a `select!`, the request
+/// polled first (as a timeout polls it).
+async fn lazy_sleep_race<F: Future>(deadline: Duration, request: F) -> Result<F::Output, ()> {
+    tokio::select! {
+        biased;
+        answer = request => Ok(answer),
+        () = lazy_deadline::sleep(deadline) => Err(()),
+    }
+}
+
+/// The same with a fresh tokio `sleep`.
+async fn tokio_sleep_race<F: Future>(deadline: Duration, request: F) -> Result<F::Output, ()> {
+    tokio::select! {
+        biased;
+        answer = request => Ok(answer),
+        () = tokio::time::sleep(deadline) => Err(()),
+    }
+}
+
+/// Which deadline each request runs under, on both sides.
+#[derive(Clone, Copy, Debug)]
+enum Under {
+    Timeout,
+    FreshSleep,
+}
+
 fn run(requests: Vec<Request>, step_us: u64, exact: bool) -> Result<(), TestCaseError> {
+    run_under(Under::Timeout, requests, step_us, exact)
+}
+
+fn run_under(
+    under: Under,
+    requests: Vec<Request>,
+    step_us: u64,
+    exact: bool,
+) -> Result<(), TestCaseError> {
     paused_runtime().block_on(async move {
         let origin = Instant::now();
         let n = requests.len();
@@ -75,8 +110,16 @@ fn run(requests: Vec<Request>, step_us: u64, exact: bool) -> Result<(), TestCase
             Arc::new(Mutex::new(vec![None; n])),
             Arc::new(Mutex::new(vec![None; n])),
         );
-        spawn_side!(lazy_deadline::timeout, requests, origin, ours);
-        spawn_side!(tokio::time::timeout, requests, origin, peer);
+        match under {
+            Under::Timeout => {
+                spawn_side!(lazy_deadline::timeout, requests, origin, ours);
+                spawn_side!(tokio::time::timeout, requests, origin, peer);
+            }
+            Under::FreshSleep => {
+                spawn_side!(lazy_sleep_race, requests, origin, ours);
+                spawn_side!(tokio_sleep_race, requests, origin, peer);
+            }
+        }
         // Every start, answer and deadline is within 200 ms.
         while Instant::now() < origin + ms(200) {
             time::advance(Duration::from_micros(step_us)).await;
@@ -151,6 +194,21 @@ proptest! {
         step_us in 50u64..1_500,
     ) {
         run(requests, step_us, false)?;
+    }
+
+    #[test]
+    fn a_fresh_sleep_per_request_resolves_as_tokios_on_whole_milliseconds(
+        requests in prop::collection::vec(request(true), 1..24),
+    ) {
+        run_under(Under::FreshSleep, requests, 1_000, true)?;
+    }
+
+    #[test]
+    fn a_fresh_sleep_per_request_is_never_early_and_never_after_tokio_off_the_grid(
+        requests in prop::collection::vec(request(false), 1..24),
+        step_us in 50u64..1_500,
+    ) {
+        run_under(Under::FreshSleep, requests, step_us, false)?;
     }
 }
 
@@ -231,6 +289,37 @@ fn two_runtimes_on_one_thread_each_judge_their_own_deadlines() {
             in_paused.as_mut().poll(&mut cx),
             Poll::Ready(Err(_))
         ));
+    });
+}
+
+#[test]
+fn a_sleep_is_judged_by_the_runtime_it_was_made_in_wherever_it_is_polled() {
+    let paused = paused_runtime();
+    let real = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let (count, waker) = CountingWaker::new();
+    let mut cx = Context::from_waker(&waker);
+    // Made in the paused runtime, one hour out by its clock, not polled there.
+    let mut made_paused = {
+        let _inside = paused.enter();
+        Box::pin(lazy_deadline::sleep(Duration::from_secs(3600)))
+    };
+    // First polled inside the real runtime, whose clock runs on: still the paused
+    // runtime's deadline, as with tokio's `Sleep`.
+    real.block_on(async {
+        assert!(made_paused.as_mut().poll(&mut cx).is_pending());
+        lazy_deadline::sleep(ms(5)).await;
+        assert!(
+            made_paused.as_mut().poll(&mut cx).is_pending(),
+            "judged by the poller's clock"
+        );
+    });
+    paused.block_on(async {
+        time::advance(Duration::from_secs(3600)).await;
+        assert!(count.wakes() >= 1, "not woken by its runtime's entry");
+        assert!(made_paused.as_mut().poll(&mut cx).is_ready());
     });
 }
 

@@ -37,16 +37,17 @@ RECORDS = os.path.join(WORK, "records.tsv")
 # The runs, in order. Each is (label, extra environment, command).
 UNSTABLE = {"RUSTFLAGS": "--cfg tokio_unstable", "CARGO_TARGET_DIR": "target/unstable"}
 RUNS = [
-    ("criterion suites", {}, ["cargo", "bench"]),
+    ("criterion suites", {}, ["cargo", "bench", "--features", "tower"]),
     ("tokio's per-worker timer", UNSTABLE, ["cargo", "bench", "--bench", "alt_timer"]),
     ("compare", {}, ["cargo", "run", "--release", "--example", "compare"]),
     ("accuracy", {}, ["cargo", "run", "--release", "--example", "accuracy"]),
     ("requests under load", {}, ["cargo", "run", "--release", "--example", "requests", "--", "--duration", "30"]),
     ("quinn", {}, ["cargo", "run", "--release", "--features", "quinn", "--example", "quinn_bulk"]),
+    ("http timeout layer", {}, ["cargo", "run", "--release", "--features", "tower", "--example", "http_timeout", "--", "--duration", "30"]),
 ]
 CRITERION_DIRS = ["target/criterion", "target/unstable/criterion"]
 # The peers whose versions the header names, read from Cargo.lock.
-PEERS = ["tokio", "tokio-util", "pingora-timeout", "delay_map", "quinn", "hyper", "criterion"]
+PEERS = ["tokio", "tokio-util", "pingora-timeout", "delay_map", "quinn", "hyper", "tower", "criterion"]
 
 
 def sh(*args):

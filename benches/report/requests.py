@@ -1,7 +1,8 @@
 """BENCHMARKS.md's per-request table under load, from `examples/requests.rs`."""
 
 VARIANTS = [("Alone", "request alone"), ("Tokio", "with tokio `timeout`"),
-            ("Lazy", "with our `timeout`"), ("Pingora", "with pingora `fast_timeout`")]
+            ("Lazy", "with our `timeout`"), ("Pingora", "with pingora `fast_timeout`"),
+            ("TokioSleep", "with a fresh tokio `sleep`"), ("LazySleep", "with a fresh lazy `sleep`")]
 
 
 def configs(r):
@@ -25,11 +26,14 @@ def section(r, table):
         own = lambda v: max(ns(r, config, v) - alone, 0.1)  # noqa: E731
         cells.append(f"{own('Tokio') / own('Lazy'):.1f}x")
         cells.append(f"{ns(r, config, 'Tokio') / ns(r, config, 'Lazy'):.1f}x")
+        cells.append(f"{own('TokioSleep') / own('LazySleep'):.1f}x")
         rows.append(cells)
-    headers = ["runtime"] + [name for _, name in VARIANTS] + ["own cost, tokio / ours", "total, tokio / ours"]
+    headers = (["runtime"] + [name for _, name in VARIANTS]
+               + ["`timeout` own cost, tokio / ours", "`timeout` total, tokio / ours", "`sleep` own cost, tokio / ours"])
     return f"""`cargo run --release --example requests`: 64 tasks issuing requests that are pending
-once, each under a 5 s deadline, ns per request (median of 5 runs); a timeout's own
-cost is its total minus the request alone. The multi-worker rows are mostly
+once, each under a 5 s deadline (a timeout, or a fresh `sleep` raced in a `select!`
+with the request first), ns per request (median of 5 runs); a deadline's own cost is
+its total minus the request alone. The multi-worker rows are mostly
 contention and move run to run; the load average is in this file's header.
 
 {table(headers, rows)}"""

@@ -335,6 +335,22 @@ fn hot_paths(bench: &mut Bench) {
         }),
     );
 
+    bench.pair(
+        "per-request deadline",
+        "sleep(5 s): new, poll once, drop",
+        200_000,
+        ("tokio::time::sleep", |n| {
+            for _ in 0..n {
+                let _ = poll_once(std::pin::pin!(tokio::time::sleep(Duration::from_secs(5))));
+            }
+        }),
+        ("lazy_deadline::sleep", |n| {
+            for _ in 0..n {
+                let _ = poll_once(std::pin::pin!(lazy_deadline::sleep(Duration::from_secs(5))));
+            }
+        }),
+    );
+
     // 7. Many keys in one task: touch a random key's idle timeout per packet.
     let mut queue = IdleQueue::with_capacity(QUEUE_TIMEOUT, QUEUE_KEYS);
     let keys: Vec<Key> = (0..QUEUE_KEYS as u32).map(|i| queue.insert(i)).collect();

@@ -43,12 +43,12 @@ pub struct SetCore {
 }
 
 impl SetCore {
-    /// Files `deadline` for the task of `waker`.
+    /// Files `deadline` for the task of `waker` (the slot keeps it).
     ///
     /// # Panics
     ///
     /// With more than `u32::MAX` requests pending on one thread at once.
-    pub fn file(&mut self, deadline: u64, waker: &Waker) -> Filed {
+    pub fn file(&mut self, deadline: u64, waker: Waker) -> Filed {
         let index = match self.free.pop() {
             Some(index) => index,
             None => {
@@ -64,7 +64,7 @@ impl SetCore {
         };
         let slot = &mut self.slots[index as usize];
         slot.deadline = deadline;
-        slot.waker = Some(waker.clone());
+        slot.waker = Some(waker);
         self.live += 1;
         self.heap.push(Reverse((deadline, index, slot.generation)));
         Filed {
@@ -137,13 +137,13 @@ impl SetCore {
     }
 
     /// Pending requests.
-    #[cfg(test)]
+    #[cfg(any(test, lazy_deadline_loom))]
     pub fn len(&self) -> usize {
         self.live
     }
 
     /// Whether nothing is pending.
-    #[cfg(test)]
+    #[cfg(any(test, lazy_deadline_loom))]
     pub fn is_empty(&self) -> bool {
         self.live == 0
     }
@@ -186,8 +186,8 @@ mod tests {
     fn expires_in_deadline_order_and_reports_the_next() {
         let mut set = SetCore::default();
         let w = Waker::noop();
-        let late = set.file(30, w);
-        let early = set.file(10, w);
+        let late = set.file(30, w.clone());
+        let early = set.file(10, w.clone());
         let mut wake = Vec::new();
         assert_eq!(set.expire(9, &mut wake), 10);
         assert!(wake.is_empty());
@@ -202,10 +202,10 @@ mod tests {
     fn a_cancelled_request_never_expires_and_its_slot_is_reused() {
         let mut set = SetCore::default();
         let w = Waker::noop();
-        let first = set.file(10, w);
+        let first = set.file(10, w.clone());
         assert!(set.cancel(first).is_some());
         assert!(set.cancel(first).is_none(), "cancelled once");
-        let second = set.file(20, w);
+        let second = set.file(20, w.clone());
         assert_eq!(second.index, first.index, "the slot is reused");
         assert!(!set.is_pending(first), "the old filing stays stale");
         assert!(set.update_waker(first, w).is_none());
@@ -221,7 +221,7 @@ mod tests {
         let w = Waker::noop();
         let mut in_flight = std::collections::VecDeque::new();
         for i in 0..1_000_000u64 {
-            in_flight.push_back(set.file(3_600_000_000_000 + i, w));
+            in_flight.push_back(set.file(3_600_000_000_000 + i, w.clone()));
             if in_flight.len() > 10 {
                 set.cancel(in_flight.pop_front().unwrap());
             }

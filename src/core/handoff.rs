@@ -5,16 +5,26 @@
 //! fires, through the entry's waker, on whatever thread turns tokio's driver. The
 //! same waker is also called synchronously *inside* `Sleep::reset` when the new
 //! deadline has already passed, that is, while the set's own code holds the set's
-//! lock. A waker that took the lock would deadlock there. So the signal never
-//! waits: it raises `pending` and tries the lock; if the lock is held, whoever holds
-//! it services the state right after it unlocks (every unlock goes through
-//! [`drain`](HandOff::drain)).
+//! lock. A waker that waited for the lock would deadlock there.
 //!
-//! Why no signal is lost (Dekker on `pending` and the lock word): the signaller
-//! stores `pending`, fences, then tries the lock; the holder unlocks, fences, then
-//! loads `pending`. With a SeqCst fence on both sides, at least one of them sees the
-//! other's write: either the signaller takes the lock (and services), or the holder
-//! sees `pending` (and services). `loom-tests/tests/handoff.rs` checks it.
+//! So the holder marks the calls into tokio that may signal ([`in_call`]); nothing
+//! else it does under the lock calls out. A signal that finds the lock held and the
+//! holder inside such a call only raises `again`, and the holder, when the call
+//! returns, sees it and services the state itself. A signal that finds the lock held
+//! and the holder *not* inside such a call waits for the lock: that holder is on
+//! another thread (this thread's own calls into tokio are all marked) and never
+//! waits for anything while it holds the lock. So the per-request path, a plain
+//! [`with`], is the lock and nothing more: no flag, no fence.
+//!
+//! Why no signal is lost (Dekker on `in_call` and `again`): the signaller stores
+//! `again`, fences, then loads `in_call`; the holder clears `in_call`, fences, then
+//! takes `again`. With a SeqCst fence on both sides, at least one sees the other's
+//! write: either the holder sees `again` (and services), or the signaller sees the
+//! call over (and waits for the lock, and services). `loom-tests/tests/handoff.rs`
+//! checks it.
+//!
+//! [`in_call`]: HandOff::in_call
+//! [`with`]: HandOff::with
 
 use crate::sync::{fence, AtomicBool, Mutex, Ordering};
 
@@ -22,8 +32,10 @@ use crate::sync::{fence, AtomicBool, Mutex, Ordering};
 #[derive(Debug)]
 pub struct HandOff<S> {
     state: Mutex<S>,
-    /// A service was asked for and has not run since.
-    pending: AtomicBool,
+    /// The holder is inside a call that may signal synchronously.
+    in_call: AtomicBool,
+    /// A signal came while the holder was inside such a call; it services again.
+    again: AtomicBool,
 }
 
 impl<S> HandOff<S> {
@@ -31,64 +43,55 @@ impl<S> HandOff<S> {
     pub fn new(state: S) -> Self {
         Self {
             state: Mutex::new(state),
-            pending: AtomicBool::new(false),
+            in_call: AtomicBool::new(false),
+            again: AtomicBool::new(false),
         }
     }
 
-    /// Runs `f` on the state under the lock, then any service signalled meanwhile
-    /// (see [`drain`](Self::drain)).
-    pub fn with<R, D>(
-        &self,
-        f: impl FnOnce(&mut S) -> R,
-        service: impl FnMut(&mut S) -> D,
-        after: impl FnMut(D),
-    ) -> R {
-        let result = {
-            let mut state = self.lock();
-            f(&mut state)
-        };
-        self.drain(service, after);
-        result
+    /// Runs `f` on the state under the lock. `f` must not call out to code that may
+    /// signal this hand-off except through [`in_call`](Self::in_call).
+    pub fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
+        f(&mut self.lock())
     }
 
-    /// Asks for `service` to run on the state: now if the lock is free, else by
-    /// whoever holds it, right after it unlocks. Never blocks.
-    pub fn signal<D>(&self, service: impl FnMut(&mut S) -> D, after: impl FnMut(D)) {
-        // SeqCst: the store half of the Dekker pair (module docs); the fence in
-        // `drain` orders it before the try-lock. A swap, not a store: another
-        // thread's swap may be clearing the flag at the same time, and loom orders
-        // two RMWs correctly where it may misplace a plain store (loom-tests/README).
-        self.pending.swap(true, Ordering::SeqCst);
-        self.drain(service, after);
+    /// For the lock holder: runs `call` (which may signal this hand-off, on this
+    /// thread or from another), and returns its result and whether a signal came
+    /// meanwhile that counts on the holder: if so, the holder services the state
+    /// before it unlocks.
+    pub fn in_call<R>(&self, call: impl FnOnce() -> R) -> (R, bool) {
+        // Relaxed: a signaller that misses this store waits for the lock, which is
+        // correct too; only the clearing below needs the Dekker order. A swap: loom
+        // may misplace a plain store that races another thread's RMW.
+        self.in_call.swap(true, Ordering::Relaxed);
+        let result = call();
+        // SeqCst, then a SeqCst fence before taking `again`: the holder's half of the
+        // Dekker pair of the module docs.
+        self.in_call.swap(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        // SeqCst: as above; the holder takes the flag, so a later signal raises it anew.
+        let again = self.again.swap(false, Ordering::SeqCst);
+        (result, again)
     }
 
-    /// While a service is pending, takes the lock if it is free and runs `service`
-    /// (then `after` on its result, outside the lock). Returns as soon as the lock
-    /// is held by someone else: that holder drains after it unlocks.
-    pub fn drain<D>(&self, mut service: impl FnMut(&mut S) -> D, mut after: impl FnMut(D)) {
-        loop {
-            // SeqCst fence: the unlock (or the signal's store) before it and the
-            // load of `pending` after it form the Dekker pair of the module docs.
-            fence(Ordering::SeqCst);
-            if !self.pending.load(Ordering::SeqCst) {
-                return;
-            }
-            let Some(mut state) = self.try_lock() else {
-                return; // the holder sees `pending` after it unlocks
-            };
-            // SeqCst: whoever clears it services; a signal after this swap raises it
-            // again and is drained by the next turn of this loop.
-            if !self.pending.swap(false, Ordering::SeqCst) {
-                // Another thread serviced it between our load and our lock. A signal
-                // that failed its try-lock while we held the lock counts on us to
-                // look again after unlocking: loop, do not return.
-                drop(state);
-                continue;
-            }
-            let done = service(&mut state);
-            drop(state);
-            after(done);
+    /// Asks for `service` to run on the state: now (waiting for the lock if another
+    /// thread holds it outside a call), or, when the holder is inside an
+    /// [`in_call`](Self::in_call), by the holder. `Some` with the service's result
+    /// when it ran here (act on it after the lock, which is released by then).
+    pub fn signal<D>(&self, service: impl FnOnce(&mut S) -> D) -> Option<D> {
+        if let Some(mut state) = self.try_lock() {
+            return Some(service(&mut state));
         }
+        // SeqCst, then a SeqCst fence before loading `in_call`: the signaller's half
+        // of the Dekker pair of the module docs. A swap: see `in_call`.
+        self.again.swap(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        // SeqCst: as above.
+        if self.in_call.load(Ordering::SeqCst) {
+            return None; // the holder sees `again` when its call returns
+        }
+        // The holder is another thread outside a call: it unlocks soon, never
+        // waiting on us.
+        Some(service(&mut self.lock()))
     }
 
     fn lock(&self) -> impl std::ops::DerefMut<Target = S> + '_ {
@@ -120,35 +123,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_signal_while_the_lock_is_held_is_serviced_when_it_is_released() {
+    fn a_signal_from_inside_the_holders_call_is_handed_to_the_holder() {
         let handoff = HandOff::new(0u32);
-        let serviced = handoff.with(
-            |count| {
-                // Inside the holder's call: the signal cannot take the lock.
-                handoff.signal(|count: &mut u32| *count += 1, |()| {});
-                *count
-            },
-            |count| *count += 1,
-            |()| {},
-        );
-        assert_eq!(serviced, 0, "not serviced under the holder's lock");
-        assert_eq!(*handoff.lock(), 1, "serviced right after the unlock, once");
+        let serviced = handoff.with(|count| {
+            let (ran, again) = handoff.in_call(|| handoff.signal(|count: &mut u32| *count += 1));
+            assert!(ran.is_none(), "not serviced under the holder's lock");
+            assert!(again, "the holder is told to service");
+            *count
+        });
+        assert_eq!(serviced, 0);
+        let (_, again) = handoff.with(|_| handoff.in_call(|| ()));
+        assert!(!again, "the flag was taken");
     }
 
     #[test]
-    fn a_signal_with_the_lock_free_is_serviced_at_once_and_after_runs_unlocked() {
+    fn a_signal_with_the_lock_free_is_serviced_at_once() {
         let handoff = HandOff::new(Vec::<u32>::new());
-        let mut seen = Vec::new();
-        handoff.signal(
-            |v: &mut Vec<u32>| {
-                v.push(1);
-                v.len()
-            },
-            |len| {
-                // Outside the lock: taking it again must not deadlock.
-                seen.push((len, handoff.lock().len()));
-            },
+        let len = handoff.signal(|v: &mut Vec<u32>| {
+            v.push(1);
+            v.len()
+        });
+        assert_eq!(len, Some(1));
+        // Released by then: taking it again does not deadlock.
+        assert_eq!(handoff.with(|v| v.len()), 1);
+    }
+
+    #[test]
+    fn a_signal_from_another_thread_waits_for_a_holder_outside_a_call() {
+        let handoff = std::sync::Arc::new(HandOff::new(0u32));
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let other = handoff.clone();
+        let waiting = handoff.with(|count| {
+            let thread = std::thread::spawn(move || {
+                started_tx.send(()).unwrap();
+                other.signal(|count: &mut u32| {
+                    *count += 1;
+                    *count
+                })
+            });
+            started_rx.recv().unwrap();
+            *count += 10; // still held: the signal waits for it
+            thread
+        });
+        assert_eq!(
+            waiting.join().unwrap(),
+            Some(11),
+            "serviced after the holder"
         );
-        assert_eq!(seen, [(1, 1)]);
     }
 }

@@ -44,6 +44,7 @@ pub mod deadline_set;
 pub mod handoff;
 pub mod keyed;
 pub mod remote;
+pub mod shared_set;
 pub mod signal;
 pub mod slots;
 
