@@ -23,7 +23,9 @@ use tokio::time::Instant;
 /// # Panics
 ///
 /// Like tokio's `sleep`: panics outside a tokio runtime, or in a runtime built
-/// without the time driver (`enable_time`). The panic points at the caller.
+/// without the time driver (`enable_time`). The panic points at the caller. A poll
+/// of the `Sleep` that finds it pending after that runtime shut down panics with
+/// tokio's message too.
 ///
 /// # Examples
 ///
@@ -47,7 +49,8 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # Panics
 ///
 /// Like tokio's `sleep_until`: panics outside a tokio runtime, or in a runtime built
-/// without the time driver. The panic points at the caller.
+/// without the time driver. The panic points at the caller; see [`sleep`] for a
+/// poll after the runtime shut down.
 ///
 /// # Examples
 ///
@@ -285,6 +288,10 @@ impl Future for Sleep {
                 }
             };
             if !passed {
+                if this.filing.as_ref().is_some_and(Filing::is_void) {
+                    // Its runtime shut down: nothing will ever pass. tokio's panic.
+                    panic!("A Tokio 1.x context was found, but it is being shutdown.");
+                }
                 return Poll::Pending;
             }
             *this.completed = true;

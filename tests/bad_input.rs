@@ -221,6 +221,43 @@ fn runtime_shut_down_while_timers_are_pending() {
     let _ = counter.wakes();
 }
 
+#[test]
+fn a_sleep_polled_after_its_runtime_shut_down_panics_as_tokios_does() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let (mut filed, mut unpolled, mut theirs) = rt.block_on(async {
+        let mut filed = Box::pin(lazy_deadline::sleep(Duration::from_secs(60)));
+        assert!(poll_once(filed.as_mut()).is_pending());
+        let unpolled = Box::pin(lazy_deadline::sleep(Duration::from_secs(60)));
+        let theirs = Box::pin(tokio::time::sleep(Duration::from_secs(60)));
+        (filed, unpolled, theirs)
+    });
+    drop(rt);
+    let message = |result: std::thread::Result<_>| {
+        let panic = result.expect_err("a poll after shutdown panics");
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default()
+    };
+    let tokio_says = message(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+        || poll_once(theirs.as_mut()),
+    )));
+    let filed_says = message(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+        || poll_once(filed.as_mut()),
+    )));
+    let unpolled_says = message(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+        || poll_once(unpolled.as_mut()),
+    )));
+    assert!(tokio_says.contains("being shutdown"), "{tokio_says}");
+    assert_eq!(filed_says, tokio_says);
+    assert_eq!(unpolled_says, tokio_says);
+    drop((filed, unpolled, theirs));
+}
+
 /// 40 years: past tokio's own stand-in for "never" (now + 30 years).
 const YEARS_40: Duration = Duration::from_secs(86_400 * 365 * 40);
 
