@@ -25,6 +25,8 @@
 #[path = "../tests/common/quic.rs"]
 mod quic;
 // Machine-readable figures for benches/report.py (a no-op unless it asks for them).
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "../benches/common/record.rs"]
 mod record;
 
@@ -323,27 +325,19 @@ fn run(multi_thread: bool, lazy: bool, workload: Workload) -> Outcome {
     }
 }
 
-fn arg(name: &str) -> Option<f64> {
-    std::env::args()
-        .skip_while(|a| a != name)
-        .nth(1)
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v > 0.0)
-}
-
 fn main() -> ExitCode {
     let quick = std::env::args().any(|a| a == "--quick");
     // The default run (256 MiB, 2,000 exchanges per connection, 3 repetitions) takes
     // about 30 s here; `--duration S` scales the work to about S seconds (never below
     // 4 MiB and 20 exchanges), `--quick` to about 3 s.
-    let scale = match (quick, arg("--duration")) {
+    let scale = match (quick, cli::arg("--duration")) {
         (_, Some(seconds)) => (seconds / 30.0).min(1.0),
         (true, None) => 0.25,
         (false, None) => 1.0,
     };
-    let mib = arg("--mib").unwrap_or((256.0 * scale).max(4.0));
+    let mib = cli::arg("--mib").unwrap_or((256.0 * scale).max(4.0));
     let exchanges = ((2_000.0 * scale) as u32).max(20);
-    let reps = arg("--reps")
+    let reps = cli::arg("--reps")
         .map(|r| r as usize)
         .unwrap_or(if scale < 0.5 { 1 } else { 3 });
     let bytes = (mib * (1u64 << 20) as f64) as u64;

@@ -14,6 +14,8 @@
 //! Its check (exit status 1): every request of every variant completed `Ok` (none
 //! of them may elapse: the deadline is 5 s and a request takes microseconds).
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "../benches/common/record.rs"]
 mod record;
 
@@ -128,19 +130,8 @@ fn measure(rt: &tokio::runtime::Runtime, variant: Variant, per_task: usize) -> (
     })
 }
 
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" / "))
-        .unwrap_or_else(|_| "unknown".into())
-}
-
 fn main() -> ExitCode {
-    let seconds = std::env::args()
-        .skip_while(|a| a != "--duration")
-        .nth(1)
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .unwrap_or(20.0);
+    let seconds = cli::arg("--duration").unwrap_or(20.0);
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let configs: Vec<usize> = std::iter::once(0).chain(1..=cores).collect();
     let variants = [
@@ -155,7 +146,7 @@ fn main() -> ExitCode {
     // Size the work to the time: a calibration round per configuration, then RUNS
     // alternating runs of every variant sharing what is left.
     let budget = Duration::from_secs_f64(seconds) / (configs.len() * variants.len() * RUNS) as u32;
-    println!("load average at start: {}", load());
+    println!("load average at start: {}", cli::load());
     println!(
         "{} tasks, requests pending once, deadline 5 s; ns per request (median of {RUNS} runs); own = total - request alone",
         TASKS
@@ -206,7 +197,7 @@ fn main() -> ExitCode {
             own(4) / own(5)
         );
     }
-    println!("load average at end: {}", load());
+    println!("load average at end: {}", cli::load());
     if all_ok {
         ExitCode::SUCCESS
     } else {

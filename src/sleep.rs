@@ -269,9 +269,6 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.project();
-        // As tokio's `Sleep::poll`: a unit of the task's budget per `Ready`; when the
-        // budget is spent, `Pending` with the task woken to yield.
-        let coop = ready!(tokio::task::coop::poll_proceed(cx));
         if !*this.completed {
             let passed = match this.filing {
                 Some(filing) => poll_filed(filing, *this.at, this.filed_at, this.stats, cx.waker()),
@@ -296,7 +293,11 @@ impl Future for Sleep {
             }
             *this.completed = true;
         }
-        coop.made_progress();
+        // As tokio's `Sleep::poll`: a unit of the task's budget per `Ready`; when the
+        // budget is spent, `Pending` with the task woken to yield. Asked only on the
+        // way out: a pending poll yields anyway (tokio's also wakes the task then,
+        // to register at its next poll; ours has filed already).
+        ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
         Poll::Ready(())
     }
 }

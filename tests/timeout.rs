@@ -252,14 +252,23 @@ async fn an_overflowing_duration_never_elapses_and_a_past_deadline_elapses_at_on
     assert_eq!(ready.await, Ok(7));
 }
 
-#[test]
-fn two_runtimes_on_one_thread_each_judge_their_own_deadlines() {
-    let paused = paused_runtime();
+/// A paused and a real-time current-thread runtime, to use in turn on this thread,
+/// and a waker that counts its wakes.
+fn paused_and_real() -> (
+    tokio::runtime::Runtime,
+    tokio::runtime::Runtime,
+    (Arc<CountingWaker>, std::task::Waker),
+) {
     let real = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
-    let (count, waker) = CountingWaker::new();
+    (paused_runtime(), real, CountingWaker::new())
+}
+
+#[test]
+fn two_runtimes_on_one_thread_each_judge_their_own_deadlines() {
+    let (paused, real, (count, waker)) = paused_and_real();
     let mut cx = Context::from_waker(&waker);
     // Filed in the paused runtime's set, one hour out by its clock.
     #[allow(clippy::async_yields_async)] // the pending timeout is carried out, on purpose
@@ -294,12 +303,7 @@ fn two_runtimes_on_one_thread_each_judge_their_own_deadlines() {
 
 #[test]
 fn a_sleep_is_judged_by_the_runtime_it_was_made_in_wherever_it_is_polled() {
-    let paused = paused_runtime();
-    let real = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let (count, waker) = CountingWaker::new();
+    let (paused, real, (count, waker)) = paused_and_real();
     let mut cx = Context::from_waker(&waker);
     // Made in the paused runtime, one hour out by its clock, not polled there.
     let mut made_paused = {
