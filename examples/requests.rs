@@ -11,8 +11,12 @@
 //! cargo run --release --example requests [-- --duration SECONDS]
 //! ```
 //!
-//! Its check (exit status 1): every request of every variant completed `Ok` (none
-//! of them may elapse: the deadline is 5 s and a request takes microseconds).
+//! Then an in-process RPC: the same 64 tasks as clients of one server task (each call
+//! sends the request and a oneshot over an mpsc channel; the server replies at once),
+//! with no timeout, tokio's and ours around each call.
+//!
+//! Its check (exit status 1): every request and call of every variant completed in
+//! time (none may elapse: the deadline is 5 s and a request takes microseconds).
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -24,8 +28,12 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
 
 const TASKS: usize = 64;
+const RUNS: usize = 5;
+/// The RPC workload's variants: no timeout, tokio's, ours.
+const RPC_VARIANTS: [Variant; 3] = [Variant::Alone, Variant::Tokio, Variant::Lazy];
 const DEADLINE: Duration = Duration::from_secs(5);
 
 /// A request: pending once (its task is woken at once, as by a reply), then done.
@@ -56,7 +64,7 @@ enum Variant {
 impl Variant {
     fn name(self) -> &'static str {
         match self {
-            Variant::Alone => "request alone",
+            Variant::Alone => "no timeout",
             Variant::Tokio => "tokio::time::timeout",
             Variant::Lazy => "lazy_deadline::timeout",
             Variant::TokioSleep => "tokio::time::sleep select",
@@ -130,6 +138,96 @@ fn measure(rt: &tokio::runtime::Runtime, variant: Variant, per_task: usize) -> (
     })
 }
 
+/// An in-process RPC: the request and a oneshot for the reply go to a server task
+/// over an mpsc channel; the server replies at once.
+type Call = (u64, oneshot::Sender<u64>);
+
+/// One RPC under `variant` (the deadline covers the send and the reply, as a client
+/// library's `timeout(d, client.call(req))` does); `false` if it elapsed or failed.
+async fn rpc(server: &mpsc::Sender<Call>, variant: Variant, n: u64) -> bool {
+    let call = async {
+        let (reply, answer) = oneshot::channel();
+        server.send((n, reply)).await.ok()?;
+        answer.await.ok()
+    };
+    let answer = match variant {
+        Variant::Tokio => tokio::time::timeout(DEADLINE, call).await.ok().flatten(),
+        Variant::Lazy => lazy_deadline::timeout(DEADLINE, call).await.ok().flatten(),
+        _ => call.await,
+    };
+    answer == Some(n)
+}
+
+/// ns per RPC for `per_task` calls from each of the 64 client tasks to one server
+/// task, and whether every call was answered in time.
+fn measure_rpc(rt: &tokio::runtime::Runtime, variant: Variant, per_task: usize) -> (f64, bool) {
+    rt.block_on(async {
+        let (server, mut calls) = mpsc::channel::<Call>(1024);
+        let serving = tokio::spawn(async move {
+            while let Some((n, reply)) = calls.recv().await {
+                let _ = reply.send(n);
+            }
+        });
+        let start = Instant::now();
+        let clients: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let mut ok = true;
+                    for n in 0..per_task as u64 {
+                        ok &= rpc(&server, variant, n).await;
+                    }
+                    ok
+                })
+            })
+            .collect();
+        let mut ok = true;
+        for client in clients {
+            ok &= client.await.unwrap();
+        }
+        let ns = start.elapsed().as_nanos() as f64 / (TASKS * per_task) as f64;
+        drop(server);
+        serving.await.unwrap();
+        (ns, ok)
+    })
+}
+
+/// The medians of `RUNS` alternating runs of each variant, and whether all were ok.
+fn medians(variants: &[Variant], mut run: impl FnMut(Variant) -> (f64, bool)) -> (Vec<f64>, bool) {
+    let mut samples = vec![Vec::new(); variants.len()];
+    let mut all_ok = true;
+    for _ in 0..RUNS {
+        for (i, &variant) in variants.iter().enumerate() {
+            let (ns, ok) = run(variant);
+            all_ok &= ok;
+            samples[i].push(ns);
+        }
+    }
+    let medians = samples
+        .into_iter()
+        .map(|mut s| {
+            s.sort_by(f64::total_cmp);
+            s[s.len() / 2]
+        })
+        .collect();
+    (medians, all_ok)
+}
+
+/// Prints and records one workload's medians on one runtime configuration.
+fn report(workload: &str, label: &str, variants: &[Variant], median: &[f64]) {
+    println!("-- {label}, {workload}");
+    for (i, &variant) in variants.iter().enumerate() {
+        let own = (median[i] - median[0]).max(0.0);
+        println!(
+            "  {:<28} {:>8.1} ns   own {:>7.1} ns",
+            variant.name(),
+            median[i],
+            own
+        );
+        record::record_value(&format!("{workload}/{label}/{variant:?}/ns"), median[i]);
+    }
+}
+
 fn main() -> ExitCode {
     let seconds = cli::arg("--duration").unwrap_or(20.0);
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -142,13 +240,13 @@ fn main() -> ExitCode {
         Variant::TokioSleep,
         Variant::LazySleep,
     ];
-    const RUNS: usize = 5;
-    // Size the work to the time: a calibration round per configuration, then RUNS
-    // alternating runs of every variant sharing what is left.
-    let budget = Duration::from_secs_f64(seconds) / (configs.len() * variants.len() * RUNS) as u32;
+    // Size the work to the time: a calibration round per configuration and workload,
+    // then RUNS alternating runs of every variant sharing what is left.
+    let runs_per_config = (variants.len() + RPC_VARIANTS.len()) * RUNS;
+    let budget = Duration::from_secs_f64(seconds) / (configs.len() * runs_per_config) as u32;
     println!("load average at start: {}", cli::load());
     println!(
-        "{} tasks, requests pending once, deadline 5 s; ns per request (median of {RUNS} runs); own = total - request alone",
+        "{} tasks, requests pending once, and RPCs; deadline 5 s; ns per request (median of {RUNS} runs); own = total - no timeout",
         TASKS
     );
     let mut all_ok = true;
@@ -161,34 +259,10 @@ fn main() -> ExitCode {
         };
         let (probe, _) = measure(&rt, Variant::Tokio, 200);
         let per_task = ((budget.as_nanos() as f64 / probe / TASKS as f64) as usize).max(50);
-        let mut samples = vec![Vec::new(); variants.len()];
-        for _ in 0..RUNS {
-            for (i, &variant) in variants.iter().enumerate() {
-                let (ns, ok) = measure(&rt, variant, per_task);
-                all_ok &= ok;
-                samples[i].push(ns);
-            }
-        }
-        let median: Vec<f64> = samples
-            .into_iter()
-            .map(|mut s| {
-                s.sort_by(f64::total_cmp);
-                s[s.len() / 2]
-            })
-            .collect();
-        let alone = median[0];
-        println!("-- {label}");
-        for (i, &variant) in variants.iter().enumerate() {
-            let own = (median[i] - alone).max(0.0);
-            println!(
-                "  {:<28} {:>8.1} ns   own {:>7.1} ns",
-                variant.name(),
-                median[i],
-                own
-            );
-            record::record_value(&format!("requests/{label}/{variant:?}/ns"), median[i]);
-        }
-        let own = |i: usize| (median[i] - alone).max(0.1);
+        let (median, ok) = medians(&variants, |variant| measure(&rt, variant, per_task));
+        all_ok &= ok;
+        report("requests", &label, &variants, &median);
+        let own = |i: usize| (median[i] - median[0]).max(0.1);
         println!(
             "  ours vs tokio: request + timeout {:.1}x, own cost {:.1}x lower; vs pingora {:.1}x; fresh sleep: own cost {:.1}x lower",
             median[1] / median[2],
@@ -196,12 +270,22 @@ fn main() -> ExitCode {
             median[3] / median[2],
             own(4) / own(5)
         );
+        let (probe, _) = measure_rpc(&rt, Variant::Tokio, 200);
+        let per_task = ((budget.as_nanos() as f64 / probe / TASKS as f64) as usize).max(50);
+        let (median, ok) = medians(&RPC_VARIANTS, |variant| measure_rpc(&rt, variant, per_task));
+        all_ok &= ok;
+        report("rpc", &label, &RPC_VARIANTS, &median);
+        println!(
+            "  ours vs tokio: RPC + timeout {:.2}x",
+            median[1] / median[2]
+        );
     }
     println!("load average at end: {}", cli::load());
     if all_ok {
+        println!("ok: every request and call completed in time");
         ExitCode::SUCCESS
     } else {
-        println!("FAILED: a request elapsed");
+        println!("FAILED: a request or a call elapsed");
         ExitCode::FAILURE
     }
 }

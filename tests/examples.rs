@@ -123,6 +123,11 @@ fn peer_table_pings_idle_peers_and_drops_silent_ones() {
     );
 }
 
+#[test]
+fn requests_complete_in_time_under_every_deadline() {
+    run("requests", &["--duration", "1"]);
+}
+
 #[cfg(feature = "tower")]
 #[test]
 fn http_timeout_answers_every_request_with_each_layer() {

@@ -80,6 +80,13 @@ def _goals(r):
            own("current-thread", "TokioSleep") / own("current-thread", "LazySleep"), "x", ">=", 2.5, why_ct)
     yield ("per-request deadlines", "a fresh `sleep`'s own cost at least 15x lower than tokio's, 2 workers",
            own("2 workers", "TokioSleep") / own("2 workers", "LazySleep"), "x", ">=", 15, why_mt)
+    rpc = lambda c, v: r.v(f"rpc/{c}/{v}/ns")  # noqa: E731
+    why_rpc = ("A call is mostly channel hand-offs and wake-ups (the server task's and the client's): the "
+               "deadline's own cost is a minority of it, and ours is bounded as above.")
+    yield ("per-request deadlines", "an in-process RPC with our `timeout` at least 1.25x cheaper than with tokio's, current-thread",
+           rpc("current-thread", "Tokio") / rpc("current-thread", "Lazy"), "x", ">=", 1.25, why_rpc)
+    yield ("per-request deadlines", "an in-process RPC with our `timeout` at least 2x cheaper than with tokio's, 2 workers",
+           rpc("2 workers", "Tokio") / rpc("2 workers", "Lazy"), "x", ">=", 2, why_rpc)
     tl = lambda c, layer: r.ns(f"tower_timeout_layer/{c}/{layer}")  # noqa: E731
     yield ("tower timeout layer", "a call through our layer at least 1.5x cheaper than through tower's, current-thread",
            tl("current_thread", "tower") / tl("current_thread", "ours"), "x", ">=", 1.5, why_ct)

@@ -283,6 +283,8 @@ twice, a heap push, against tokio's uncontended driver lock), and the gain is on
 several workers, where tokio's requests contend for its driver's one lock:
 
 {requests.section(r, table)}
+
+{requests.rpc_section(r, table)}
 """
 
 

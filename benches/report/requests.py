@@ -37,3 +37,23 @@ its total minus the request alone. The multi-worker rows are mostly
 contention and move run to run; the load average is in this file's header.
 
 {table(headers, rows)}"""
+
+
+def rpc_section(r, table):
+    rows = []
+    for config in configs(r):
+        v = lambda variant: r.v(f"rpc/{config}/{variant}/ns")  # noqa: E731
+        own = lambda variant: max(v(variant) - v("Alone"), 0.1)  # noqa: E731
+        rows.append([config, f"{v('Alone'):.0f} ns", f"{v('Tokio'):.0f} ns", f"{v('Lazy'):.0f} ns",
+                     f"{own('Tokio') / own('Lazy'):.1f}x", f"{v('Tokio') / v('Lazy'):.2f}x"])
+    headers = ["runtime", "RPC alone", "with tokio `timeout`", "with our `timeout`",
+               "own cost, tokio / ours", "total, tokio / ours"]
+    return f"""The same command's in-process RPC: the 64 tasks are clients of one server task
+(each call sends its request and a oneshot over an mpsc channel; the server replies
+at once), each call under a 5 s deadline around the send and the reply:
+
+{table(headers, rows)}
+
+Here the channel hand-offs, the server's wake-ups and the reply cost most of a call,
+and on several workers the server task's queue, not the timer, is the point all
+clients share."""
