@@ -25,7 +25,9 @@
 //! - **Never early**: nothing resolves before its deadline by the clock of the
 //!   runtime that owns the timer's entry (paused clock included), also when the timer
 //!   is polled from another runtime or a plain executor: the entry, a
-//!   `tokio::time::Sleep`, is the only witness that time has passed.
+//!   `tokio::time::Sleep`, is the witness that time has passed ([`Sleep`],
+//!   [`Interval`] and [`timeout`] share one per thread and runtime, whose set also
+//!   reads that runtime's clock on its own threads, a whole tick behind).
 //! - **Not later than tokio**: every timer resolves no later than a
 //!   `tokio::time::Sleep` with the same final deadline; under `tokio::time::pause()`
 //!   with whole-millisecond deadlines, at the same virtual instant.
@@ -37,7 +39,8 @@
 //!   poll their runtime entry with a waker of their own, so the entry's fire is
 //!   recorded in the timer and a pending poll (a `select!` loop's turn) is only the
 //!   timer's own state check, cheaper than polling a `tokio::time::Sleep`. A lazy
-//!   [`Sleep`] is a tokio `Sleep` plus two flags and polls like one.
+//!   [`Sleep`] has no entry of its own: a pending poll reads its deadline set's passed
+//!   mark and compares the waker it filed.
 //! - **Bad input saturates like tokio**: `Duration::MAX`, deadlines in the past, far
 //!   future instants and zero timeouts never panic or overflow; a saturated clock or
 //!   deadline never turns "far future" into "due". The panics are tokio's own (no

@@ -44,15 +44,13 @@ def _goals(r):
     yield ("per-request deadlines", "a reused lazy `Sleep` at least 10x cheaper than a fresh `tokio::time::timeout`",
            ratio("per_request/tokio_timeout_new_poll_drop", "per_request/lazy_sleep_reused_reset_poll"), "x", ">=", 10,
            "The goal assumed the design's anchor for a fresh `timeout`; here tokio creates, polls and "
-           "drops one far faster, and our reused reset + poll is a poll of a tokio `Sleep` plus a store.")
+           "drops one far faster; our reused reset + poll is the caller's `Instant + Duration`, a store, "
+           "and a poll that reads the deadline set's passed mark.")
     for name, bench in [("lazy `Sleep`", "lazy_sleep"), ("`IdleTimeout`", "idle_timeout"), ("`SlotTimer`", "slot_timer")]:
         yield ("polling while not due", f"a pending poll of {name} no dearer than tokio's",
                ratio("poll_pending/tokio_sleep", f"poll_pending/{bench}"), "x", ">=", 1,
-               "A lazy `Sleep` is a tokio `Sleep` plus two flags: it cannot poll for less than the "
-               "`Sleep` it is made of. Skipping that poll needs a shared place for the entry's waker to "
-               "record the fire, an allocation per `Sleep` that would cost the per-request create path "
-               "more than it saves." if bench == "lazy_sleep" else
-               "Its pending poll is its own state check; a miss here is this machine's noise.")
+               "Its pending poll is its own state check (for a lazy `Sleep`, a read of its deadline "
+               "set's passed mark and a waker compare); a miss here is this machine's noise.")
     req = lambda c, v: r.v(f"requests/{c}/{v}/ns")  # noqa: E731
     own = lambda c, v: max(req(c, v) - req(c, "Alone"), 0.1)  # noqa: E731
     why_ct = ("Each request reads the clock (about a quarter of tokio's cost, paid by both), takes the "
@@ -98,8 +96,8 @@ def _goals(r):
            "row pays too; tokio's later reset is one CAS in its driver.")
     yield ("keepalive ticker", "a pending `Interval::poll_tick` no dearer than tokio's",
            ratio("interval/poll_tick_pending/tokio", "interval/poll_tick_pending/lazy"), "x", ">=", 1,
-           "It is the lazy `Sleep`'s pending poll: a tokio `Sleep` plus two flags, so it cannot poll "
-           "for less than the `Sleep` it is made of.")
+           "It is the lazy `Sleep`'s pending poll, a read of its deadline set's passed mark and a "
+           "waker compare, plus the ticker's own checks; a miss here is this machine's noise.")
     yield ("real time", "worst p99 lateness of ours within 0.5 ms of tokio's `sleep_until`",
            (ours_p99 - r.v(f"{acc}TokioSleep/p99_us")) / 1e3, "+ms", "<=", 0.5,
            "p99 moves by more than the difference between runs on this shared machine.")

@@ -303,8 +303,9 @@ timer that is not due:
 {pair_rows(r, rows)}
 
 `IdleTimeout`, `SlotTimer` and `IdleQueue` poll their runtime entry with a waker of
-their own, so a pending poll is only their own state check. A lazy `Sleep` is a tokio
-`Sleep` plus two flags, so it polls like one.
+their own, so a pending poll is only their own state check. A lazy `Sleep` has no
+entry of its own: a pending poll reads its deadline set's passed mark and compares
+the waker it filed.
 """
 
 

@@ -20,6 +20,6 @@ pushed back by one period on every message, tokio's against ours:
 A later reset of ours is a store, and the runtime entry moves once per period at
 most. `reset()` reads the clock (`Instant::now()`), which both sides pay on every
 call; a protocol task that already read the clock for the message passes it to
-`reset_at`. A pending `poll_tick` is the lazy `Sleep`'s: a tokio `Sleep` plus two
-flags.
+`reset_at`. A pending `poll_tick` is the lazy `Sleep`'s: a read of its deadline
+set's passed mark and a waker compare.
 """
