@@ -16,8 +16,10 @@
 //! counted by a wrapper around each timer, not estimated. For tokio that is one
 //! registration per timer plus every reset to an earlier deadline (tokio re-files
 //! the entry under the driver's lock; a later reset is a CAS it defers). For ours it
-//! is the `Sleep`'s own `stats().registrations` (first arm, earlier resets, and
-//! re-arms when the entry fired before a deadline that had moved later).
+//! is the `Sleep`'s own `stats().registrations`: its filings in its thread's deadline
+//! set (first poll, earlier resets, and re-files when a filing expired before a
+//! deadline that had moved later), each under the set's lock, never the driver's;
+//! the set's one runtime entry per thread is shared and not counted.
 //!
 //! Check (exit status 1 if it fails): every byte and every message arrives, on both
 //! runtimes. Throughput is reported, never asserted.

@@ -496,8 +496,9 @@ both endpoints in one process over 127.0.0.1, `quinn::TokioRuntime` and our
 connection, request/response {r.v("quinn/connections"):.0f} connections x {r.v("quinn/exchanges"):,.0f} exchanges of
 {r.v("quinn/message_bytes"):.0f} B. Throughput is the median repetition, CPU (user + system, both
 endpoints) and counts are totals. Resets are quinn's `AsyncTimer::reset` calls; arms
-are, for tokio, one registration per timer plus every reset to an earlier deadline,
-and for ours the `Sleep`'s registrations:
+are, for tokio, one registration per timer plus every reset to an earlier deadline
+(each under the driver's lock), and for ours the `Sleep`'s filings in its thread's
+deadline set (each under that set's lock; the set's one runtime entry is shared):
 
 {table(["tokio runtime", "workload", "quinn runtime", "throughput", "CPU", "resets", "arms", "arms / resets"], rows)}
 
