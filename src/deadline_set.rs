@@ -280,6 +280,14 @@ impl Filing {
     pub fn is_void(&self) -> bool {
         self.set.is_gone()
     }
+
+    /// Whether this poll comes after the set's runtime shut down, from outside it.
+    /// While it shuts down, its workers still poll the tasks it has not dropped yet
+    /// and its time driver is still up (tokio's `Sleep` is pending then); a poll from
+    /// inside it is that, never "after".
+    pub fn polled_after_shutdown(&self) -> bool {
+        self.is_void() && self.is_away()
+    }
 }
 
 impl Drop for Filing {

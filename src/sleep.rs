@@ -24,8 +24,8 @@ use tokio::time::Instant;
 ///
 /// Like tokio's `sleep`: panics outside a tokio runtime, or in a runtime built
 /// without the time driver (`enable_time`). The panic points at the caller. A poll
-/// of the `Sleep` that finds it pending after that runtime shut down panics with
-/// tokio's message too.
+/// of the `Sleep` that finds it pending after that runtime shut down (from outside
+/// it) panics with tokio's message too.
 ///
 /// # Examples
 ///
@@ -285,8 +285,12 @@ impl Future for Sleep {
                 }
             };
             if !passed {
-                if this.filing.as_ref().is_some_and(Filing::is_void) {
-                    // Its runtime shut down: nothing will ever pass. tokio's panic.
+                if this
+                    .filing
+                    .as_ref()
+                    .is_some_and(Filing::polled_after_shutdown)
+                {
+                    // Nothing will ever pass for it: tokio's panic.
                     panic!("A Tokio 1.x context was found, but it is being shutdown.");
                 }
                 return Poll::Pending;

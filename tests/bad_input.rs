@@ -339,3 +339,44 @@ fn interval_with_a_zero_period_panics_as_tokios_does() {
     let _inside = rt.enter();
     let _ = lazy_deadline::interval(Duration::ZERO);
 }
+
+#[test]
+fn a_sleep_polled_while_its_runtime_shuts_down_is_pending_not_a_panic() {
+    // Workers still polling their tasks while the runtime drops others (a quinn
+    // connection's timer during shutdown): tokio's time driver is still up then, so
+    // tokio's `Sleep` is pending, and so must ours be.
+    let panicked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for _ in 0..20 {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for _ in 0..64 {
+                let panicked = panicked.clone();
+                tokio::spawn(async move {
+                    let mut sleep = Box::pin(lazy_deadline::sleep(Duration::from_secs(3600)));
+                    loop {
+                        let poll = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            poll_once(sleep.as_mut()).is_pending()
+                        }));
+                        if !matches!(poll, Ok(true)) {
+                            // Relaxed: read after the runtime is gone.
+                            panicked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            return;
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                });
+            }
+            tokio::task::yield_now().await;
+        });
+        drop(rt);
+    }
+    assert_eq!(
+        panicked.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "polls that panicked"
+    );
+}
