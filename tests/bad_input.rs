@@ -347,11 +347,7 @@ fn a_sleep_polled_while_its_runtime_shuts_down_is_pending_not_a_panic() {
     // tokio's `Sleep` is pending, and so must ours be.
     let panicked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for _ in 0..20 {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_time()
-            .build()
-            .unwrap();
+        let rt = common::two_workers();
         rt.block_on(async {
             for _ in 0..64 {
                 let panicked = panicked.clone();

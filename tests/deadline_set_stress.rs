@@ -80,13 +80,7 @@ async fn requests(seed: u64, seen: Arc<Mutex<Seen>>) {
 }
 
 fn round(round: u64, seen: &Arc<Mutex<Seen>>) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(4)
-        .thread_keep_alive(ms(5))
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = common::two_workers_short_lived_blocking(ms(5));
     rt.block_on(async {
         let tasks: Vec<_> = (0..TASKS)
             .map(|t| tokio::spawn(requests(round * TASKS + t + 1, seen.clone())))

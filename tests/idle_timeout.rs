@@ -253,11 +253,7 @@ fn types_are_send_and_handles_sync() {
 /// the timer must fire only after the last touch plus the timeout.
 #[test]
 fn real_time_many_handles_fire_after_the_last_touch() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = common::two_workers();
     rt.block_on(async {
         let timeout = ms(40);
         let mut idle = IdleTimeout::new(timeout);

@@ -293,11 +293,7 @@ fn types_have_the_promised_traits() {
 #[test]
 fn real_time_handle_sets_are_reported_once_never_early() {
     timer_kinds! { enum K { A, B, C, D } }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = common::two_workers();
     rt.block_on(async {
         let mut timer = SlotTimer::<K>::new();
         let handle = timer.handle();

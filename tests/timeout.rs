@@ -334,11 +334,7 @@ fn runtimes_in_turn_on_one_thread_and_shutdown_with_timeouts_pending() {
         let rt = if round % 2 == 0 {
             paused_runtime()
         } else {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_time()
-                .build()
-                .unwrap()
+            common::two_workers()
         };
         rt.block_on(async {
             for i in 0..200u64 {
@@ -359,13 +355,7 @@ fn runtimes_in_turn_on_one_thread_and_shutdown_with_timeouts_pending() {
 fn tasks_that_move_between_workers_and_drops_on_other_threads() {
     // Real time on two workers: requests answered in time, elapsed, and dropped from
     // other threads and from blocking threads that then exit.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(4)
-        .thread_keep_alive(ms(10))
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = common::two_workers_short_lived_blocking(ms(10));
     let early = Arc::new(Mutex::new(Vec::new()));
     rt.block_on(async {
         let mut tasks = Vec::new();

@@ -52,6 +52,28 @@ pub fn paused_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A real-time runtime of two workers (the multi-thread tests' shape on a 2-core
+/// machine).
+pub fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// The same, whose blocking threads (at most four) exit after `keep_alive` idle, so
+/// tests see timers on threads that are gone.
+pub fn two_workers_short_lived_blocking(keep_alive: Duration) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(4)
+        .thread_keep_alive(keep_alive)
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
 /// A tiny deterministic PRNG (xorshift64*), so stress tests need no extra crate.
 pub struct Rng(u64);
 
