@@ -2,303 +2,496 @@
 //! tokio timer entry. What [`Timeout`](crate::Timeout) and [`Sleep`](crate::Sleep)
 //! file their deadlines in, instead of registering a runtime timer entry each.
 //!
-//! Each thread keeps one set per runtime it makes timers in (a thread-local list,
-//! usually of one). A request files its deadline at its first pending poll: under
-//! the set's lock, a slab store and a heap push (`core::deadline_set`); its later
-//! polls read the set's passed mark without the lock (`core::shared_set`). Since
-//! `now + d` grows on a thread, a new deadline is rarely earlier than what the set's
-//! entry is armed at, so filing seldom touches tokio. The entry moves when it fires
-//! (or a deadline beats it), and that fire comes through the set's own waker from
-//! tokio's driver, whichever thread turns it: a busy or blocked worker does not delay
-//! its requests' deadlines. A request answered in time cancels its filing (its slot is
-//! reused at once); one that moved to another thread cancels through the set it filed
-//! in, whose lock only that thread's requests share.
+//! Each thread owns one set per runtime it makes timers in (`crate::thread_sets`). A
+//! timer is *bound* to a set when it is made ([`Bound`]: the thread's set for the
+//! current runtime, whose clock judges it wherever it is polled) and files its
+//! deadline there at its first pending poll (`core::shared_set`: the lock and a lane
+//! append). Its later polls read the set's passed mark without the lock; answering it
+//! on the owner thread is a load and a store. The entry moves when it fires (or a
+//! deadline beats it), and that fire comes through the set's own waker from tokio's
+//! driver, whichever thread turns it (`core::service`): a busy or blocked worker does
+//! not delay its requests' deadlines.
 //!
-//! The set's lock is held by its own code while it re-arms the entry, and tokio wakes
-//! the entry's waker synchronously inside `Sleep::reset` when the new deadline has
-//! passed, so the waker must not wait for the lock then: those calls are marked, and
-//! a signal during one is handed to the holder (`core::handoff`, loom-checked).
+//! **Lifecycle.** Sets are never freed: a set whose runtime shut down and whose
+//! filings are all gone goes back to a process-wide pool, holding nothing of the
+//! runtime, and the next thread and runtime that need a set take it from there, under
+//! a new generation. So a timer reaches its set through a plain `&'static` reference,
+//! with no reference count to touch per request, and the memory kept is that of the
+//! most sets ever in use at once. The entry's waker holds the set by that reference
+//! and its generation, never by a count, so the entry (which keeps the last waker it
+//! was polled with) keeps nothing alive. When the runtime shuts down, its sentinel
+//! (`crate::runtime_life`) closes the set: its waiting requests are woken, and the
+//! entry, which holds the runtime's handle (driver, file descriptors), is dropped. A
+//! set whose thread exits while its runtime lives is left to the runtime's next thread
+//! that needs one.
 
-use crate::core::deadline_set::Filed;
-use crate::core::shared_set::{Locked, Placed, SharedSet};
-use crate::core::{MAX_ROUNDS, NEVER};
+use crate::core::deadline_set::{Filed, OwnerView};
+use crate::core::service::{wake_all, SetEntry};
+use crate::core::shared_set::{FileOutcome, Locked, SharedSet};
 use crate::runtime_life::RuntimeLife;
 use crate::sync::WakerMemo;
-use crate::time_base::{from_nanos, now_nanos, TICK_NANOS};
-use std::cell::RefCell;
+use crate::thread_sets;
+use crate::time_base::{from_nanos, now_nanos};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Wake, Waker};
+use tokio::runtime::Id;
 
-thread_local! {
-    /// This thread's sets, one per runtime it filed deadlines in.
-    static SETS: RefCell<Vec<Arc<DeadlineSet>>> = const { RefCell::new(Vec::new()) };
-}
+/// Sets no binding uses, for the next one.
+static POOL: Mutex<Vec<&'static DeadlineSet>> = Mutex::new(Vec::new());
 
 /// See the module docs.
+#[derive(Debug)]
 pub(crate) struct DeadlineSet {
-    runtime: tokio::runtime::Id,
-    life: RuntimeLife,
-    shared: SharedSet<Entry>,
+    shared: SharedSet<TokioEntry>,
 }
 
-/// The set's one runtime timer entry, beside its deadlines under the lock.
-struct Entry {
-    /// Made with the set, in its runtime; registered only while `armed`.
-    sleep: Pin<Box<tokio::time::Sleep>>,
-    /// Where it is armed (`NEVER`: not armed, or fired and not re-armed).
-    armed: u64,
+/// Who holds a set besides its filings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Holder {
+    /// Nobody: back in the pool once its filings are gone and its runtime too.
+    Nobody,
+    /// A thread's list: that thread is its owner.
+    Thread,
+    /// Its runtime's orphans (its thread exited).
+    Orphans,
 }
 
-type SetState = Locked<Entry>;
+/// The set's runtime entry and binding, under the set's lock.
+#[derive(Debug)]
+struct TokioEntry {
+    /// Made in the binding's runtime; `None` outside a binding and once closed.
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The waker the entry is polled with (by reference and generation: see the
+    /// module docs).
+    waker: Option<Waker>,
+    runtime: Option<Id>,
+    life: Option<RuntimeLife>,
+    holder: Holder,
+    /// How often the entry was re-armed (tokio's driver lock each time), for tests.
+    #[cfg(test)]
+    resets: u64,
+}
 
-/// What a service leaves to do after the lock: the expired requests' wakers, and
-/// whether to service again.
-type Serviced = (Vec<Waker>, bool);
+/// The entry's waker: the set's service, while the set is in the same binding.
+struct SetWaker {
+    set: &'static DeadlineSet,
+    generation: u64,
+}
+
+impl Wake for SetWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.set.shared.is_open(self.generation) {
+            self.set.shared.signal();
+        }
+    }
+}
+
+impl TokioEntry {
+    /// Outside any binding: no entry, no runtime, held by nobody.
+    fn unbound() -> Self {
+        Self {
+            sleep: None,
+            waker: None,
+            runtime: None,
+            life: None,
+            holder: Holder::Nobody,
+            #[cfg(test)]
+            resets: 0,
+        }
+    }
+}
+
+impl SetEntry for TokioEntry {
+    fn poll_fired(&mut self) -> bool {
+        let (Some(sleep), Some(waker)) = (self.sleep.as_mut(), self.waker.as_ref()) else {
+            return false;
+        };
+        // Outside the polling task's budget: when it is spent, tokio's poll neither
+        // registers nor reports the fire.
+        let entry = std::pin::pin!(tokio::task::unconstrained(sleep.as_mut()));
+        entry.poll(&mut Context::from_waker(waker)).is_ready()
+    }
+
+    fn reset(&mut self, at: u64) {
+        #[cfg(test)]
+        {
+            self.resets += 1;
+        }
+        if let Some(sleep) = self.sleep.as_mut() {
+            sleep.as_mut().reset(from_nanos(at));
+        }
+    }
+
+    fn home_now(&mut self) -> Option<u64> {
+        // A cancel from a plain thread or another runtime services the set too, and
+        // must not read its own clock as the set's.
+        let runtime = self.runtime?;
+        (!crate::entry::polled_away_from(runtime)).then(now_nanos)
+    }
+}
+
+impl DeadlineSet {
+    fn new() -> Self {
+        Self {
+            shared: SharedSet::new(TokioEntry::unbound()),
+        }
+    }
+
+    /// Whether the set is in binding `generation` and its runtime has not shut down.
+    #[inline]
+    pub fn is_open(&self, generation: u64) -> bool {
+        self.shared.is_open(generation)
+    }
+
+    /// A set for the current runtime (`handle`'s) from the pool, bound to it and held
+    /// by `holder` (a thread's list, or the orphans), with an owner view when that is
+    /// a thread. `None` when the runtime has gone (the set goes back).
+    ///
+    /// # Panics
+    ///
+    /// tokio's own, in a runtime without the time driver (at the caller).
+    #[track_caller]
+    pub fn bind(
+        life: &RuntimeLife,
+        runtime: Id,
+        thread: bool,
+    ) -> Option<(&'static Self, u64, Option<OwnerView>)> {
+        // The entry first, in this runtime: a missing time driver panics here, with
+        // tokio's message, before anything is taken from the pool.
+        let sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
+        let set = POOL
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .pop()
+            .unwrap_or_else(|| Box::leak(Box::new(Self::new())));
+        let (generation, view) = set.shared.state().with(|locked| {
+            let generation = set.shared.open(locked);
+            locked.extra = TokioEntry {
+                sleep: Some(sleep),
+                waker: Some(Waker::from(Arc::new(SetWaker { set, generation }))),
+                runtime: Some(runtime),
+                life: Some(life.clone()),
+                holder: if thread {
+                    Holder::Thread
+                } else {
+                    Holder::Orphans
+                },
+                #[cfg(test)]
+                resets: 0,
+            };
+            (generation, thread.then(|| locked.core.owner_view()))
+        });
+        if !life.add_set((set, generation)) {
+            // The runtime went meanwhile: nobody will hold this binding.
+            set.shared
+                .state()
+                .with(|locked| locked.extra.holder = Holder::Nobody);
+            set.close(generation);
+            return None;
+        }
+        if !thread {
+            life.add_orphan((set, generation));
+        }
+        Some((set, generation, view))
+    }
+
+    /// A thread adopts an orphan of binding `generation`: `None` if it was closed
+    /// meanwhile.
+    pub fn adopt(&'static self, generation: u64) -> Option<OwnerView> {
+        self.shared.state().with(|locked| {
+            (self.is_open(generation) && locked.extra.holder == Holder::Orphans).then(|| {
+                locked.extra.holder = Holder::Thread;
+                locked.core.owner_view()
+            })
+        })
+    }
+
+    /// The runtime of binding `generation` shut down: wake its waiting requests and
+    /// drop its entry (and with it the runtime's handle). Back to the pool if nothing
+    /// holds the set any more.
+    pub fn close(&'static self, generation: u64) {
+        let mut wake = Vec::new();
+        let (entry, waker, idle) = self.shared.state().with(|locked| {
+            if !self.is_open(generation) {
+                return (None, None, false);
+            }
+            self.shared.close(locked, &mut wake);
+            let idle = locked.extra.holder != Holder::Thread && locked.core.filings() == 0;
+            (locked.extra.sleep.take(), locked.extra.waker.take(), idle)
+        });
+        // After the lock: tokio's entry takes its driver's lock to go.
+        drop(entry);
+        drop(waker);
+        wake_all(wake);
+        if idle {
+            self.retire(generation);
+        }
+    }
+
+    /// The thread that owned binding `generation` lets go of it (it exited, or found
+    /// the runtime gone): gives back what it answered, and leaves the set to its
+    /// runtime's next thread, or to the pool once its runtime and filings are gone.
+    pub fn release_owner(&'static self, generation: u64, mut view: OwnerView) {
+        let (life, retire) = self.shared.state().with(|locked| {
+            if self.shared.generation() != generation {
+                return (None, false);
+            }
+            locked.core.reclaim(&mut view);
+            if locked.extra.holder == Holder::Thread {
+                locked.extra.holder = Holder::Nobody;
+            }
+            if self.is_open(generation) {
+                locked.extra.holder = Holder::Orphans;
+                (locked.extra.life.clone(), false)
+            } else {
+                (None, locked.core.filings() == 0)
+            }
+        });
+        if let Some(life) = life {
+            life.add_orphan((self, generation));
+        } else if retire {
+            self.retire(generation);
+        }
+    }
+
+    /// A filing of binding `generation` went: back to the pool if it was the last
+    /// thing holding a closed set.
+    fn release(&'static self, generation: u64) {
+        let retire = self.shared.state().with(|locked| {
+            self.shared.generation() == generation
+                && self.shared.is_closed()
+                && locked.extra.holder != Holder::Thread
+                && locked.core.filings() == 0
+        });
+        if retire {
+            self.retire(generation);
+        }
+    }
+
+    /// Back to the pool (closed, no filing, no owner): empty, holding nothing.
+    fn retire(&'static self, generation: u64) {
+        let (wakers, extra) = self.shared.state().with(|locked| {
+            if self.shared.generation() != generation
+                || !self.shared.is_closed()
+                || locked.extra.holder == Holder::Thread
+                || locked.core.filings() != 0
+            {
+                return (Vec::new(), None);
+            }
+            self.shared.retire(locked);
+            let extra = std::mem::replace(&mut locked.extra, TokioEntry::unbound());
+            (locked.core.clear(), Some(extra))
+        });
+        // Kept wakers and the binding's leftovers go after the lock.
+        drop(wakers);
+        if extra.is_some() {
+            drop(extra);
+            POOL.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(self);
+        }
+    }
+
+    /// Bytes the set's collections hold, for the memory tests.
+    #[cfg(all(test, not(lazy_deadline_loom)))]
+    pub fn heap_bytes(&self) -> usize {
+        self.shared.state().with(|locked| locked.core.heap_bytes())
+    }
+
+    /// How often the set's entry was re-armed so far, for tests.
+    #[cfg(all(test, not(lazy_deadline_loom)))]
+    pub fn entry_resets(&self) -> u64 {
+        self.shared.state().with(|locked| locked.extra.resets)
+    }
+}
+
+/// A timer's set: the thread's set for the runtime current where the timer was
+/// made, and that binding's generation. Copied into each timer; plain data.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bound {
+    /// `None`: the runtime had already gone when the timer was made.
+    set: Option<&'static DeadlineSet>,
+    generation: u64,
+    runtime: Id,
+}
+
+/// What filing a deadline came to.
+pub(crate) enum FileResult {
+    /// Filed; its later polls go through the filing.
+    Filed(Filing),
+    /// The deadline has passed by the set's clock already.
+    Passed,
+    /// The set's runtime has gone (see [`Bound::is_void`]).
+    Void,
+}
 
 /// A request's deadline filed in a set.
+#[derive(Debug)]
 pub(crate) struct Filing {
-    set: Arc<DeadlineSet>,
-    filed: Filed,
+    set: &'static DeadlineSet,
+    generation: u64,
+    /// `None` once given back (by a refile that filed nothing).
+    filed: Option<Filed>,
     /// Which waker the slot holds, so an unchanged waker skips the lock.
     memo: WakerMemo,
 }
 
-impl DeadlineSet {
-    /// This thread's set for the current runtime (made on first use).
+impl Bound {
+    /// The current thread's set for the current runtime (made on first use).
     ///
     /// # Panics
     ///
     /// tokio's own panic outside a runtime, or in one without the time driver.
     #[track_caller]
-    pub fn current() -> Arc<Self> {
-        let handle = tokio::runtime::Handle::current();
-        let id = handle.id();
-        let found = SETS.with(|sets| {
-            let sets = sets.borrow();
-            sets.iter().find(|set| set.runtime == id).cloned()
-        });
-        if let Some(set) = found {
-            return set;
-        }
-        // A miss (the first deadline of this runtime on this thread): made out here,
-        // not in a closure, so a missing time driver panics at the caller.
-        let set = Arc::new(Self {
-            runtime: id,
-            life: RuntimeLife::of(&handle),
-            shared: SharedSet::new(Entry {
-                // In this runtime, so that a missing time driver panics here.
-                sleep: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
-                armed: NEVER,
-            }),
-        });
-        SETS.with(|sets| {
-            let mut sets = sets.borrow_mut();
-            // Runtime ids are never reused, so a live runtime never finds a gone set:
-            // drop those only on a miss, off the per-request path.
-            sets.retain(|set| !set.life.is_gone());
-            sets.push(set.clone());
-        });
-        set
+    #[inline]
+    pub fn current() -> Self {
+        thread_sets::current()
     }
 
-    /// Whether the set's runtime has shut down (its deadlines are nobody's now).
-    pub fn is_gone(&self) -> bool {
-        self.life.is_gone()
-    }
-
-    /// Files `deadline` for the task of `waker` in this set (the `Arc` moves into
-    /// the filing); arms the entry if it is the earliest.
-    pub fn file_in(self: Arc<Self>, deadline: u64, waker: &Waker) -> Filing {
-        let (placed, _) = self.place(deadline, None, Some(waker));
-        let (filed, memo) = placed.expect("a waker was given");
-        Filing {
-            set: self,
-            filed,
-            memo,
+    pub(crate) fn new(set: Option<&'static DeadlineSet>, generation: u64, runtime: Id) -> Self {
+        Self {
+            set,
+            generation,
+            runtime,
         }
     }
 
-    /// Under one lock: cancels `previous` and files `deadline` (see
-    /// `SharedSet::place`); a deadline earlier than the entry moves it now.
-    fn place(
-        self: &Arc<Self>,
-        deadline: u64,
-        previous: Option<Filed>,
-        waker: Option<&Waker>,
-    ) -> (Option<Placed>, Option<Waker>) {
-        let (placed, replaced, serviced) = self.shared.place(deadline, previous, waker, |state| {
-            (deadline < state.extra.armed).then(|| self.service(state))
+    /// The runtime the timer belongs to.
+    pub fn runtime(&self) -> Id {
+        self.runtime
+    }
+
+    /// Files `deadline` for the task of `waker`: in an owner slot on the set's own
+    /// thread, else in a remote slot. A deadline earlier than the set's entry moves
+    /// it, through a service that also expires what has passed, this one included.
+    pub fn file(&self, deadline: u64, waker: &Waker) -> FileResult {
+        let Some(set) = self.set else {
+            return FileResult::Void;
+        };
+        let generation = self.generation;
+        let (outcome, replaced, serviced) = thread_sets::with_view(set, generation, |view| {
+            set.shared
+                .file(generation, deadline, waker, view, |locked| {
+                    rearm(set, locked, deadline)
+                })
         });
+        drop(replaced); // after the lock: a waker's drop may reach this set
         if let Some(serviced) = serviced.flatten() {
-            self.after_service(serviced);
+            set.shared.after_service(serviced);
         }
-        (placed, replaced)
-    }
-
-    /// Under the lock: polls the entry (it fired: its deadline has passed), takes the
-    /// home clock where this thread runs the set's runtime, expires what is due, and
-    /// re-arms the entry at the earliest deadline left. Returns the wakers to wake
-    /// once the lock is released, and whether to service again then (the entry kept
-    /// firing at once for `MAX_ROUNDS` rounds).
-    ///
-    /// Every call into the entry goes through `in_call`: tokio may wake the set's
-    /// waker inside it (a reset to a passed deadline), and a fire on another thread
-    /// meanwhile counts on this holder too. Either way the round repeats.
-    fn service(self: &Arc<Self>, state: &mut SetState) -> Serviced {
-        let mut wake = Vec::new();
-        if self.life.is_gone() {
-            // Shutdown fired the entry; no clock passed anything.
-            return (wake, false);
-        }
-        let set_waker = Waker::from(self.clone());
-        let mut cx = Context::from_waker(&set_waker);
-        for _ in 0..MAX_ROUNDS {
-            let mut passed = 0;
-            let mut signalled = false;
-            if state.extra.armed != NEVER {
-                // Outside the polling task's budget: when it is spent, tokio's poll
-                // neither registers nor reports the fire.
-                let entry = std::pin::pin!(tokio::task::unconstrained(state.extra.sleep.as_mut()));
-                let (fired, again) = self
-                    .shared
-                    .state()
-                    .in_call(|| entry.poll(&mut cx).is_ready());
-                signalled = again;
-                if fired {
-                    passed = state.extra.armed;
-                    state.extra.armed = NEVER;
-                }
-            }
-            if let Some(now) = self.home_clock() {
-                // Only what is a whole tick behind the clock: tokio fires a deadline at
-                // its next millisecond tick, and a reply completing in that same tick
-                // must win, as with tokio's `timeout` (the future is polled first when
-                // the entry fires). Newer deadlines wait for the entry.
-                passed = passed.max(now.saturating_sub(TICK_NANOS));
-            }
-            let next = self.shared.expire(state, passed, &mut wake);
-            let armed = state.extra.armed;
-            if next == NEVER || (armed != NEVER && armed <= next) {
-                // Nothing left, or the entry already fires first (a cancelled
-                // earliest request: the entry fires early once and re-arms then).
-                // Done, unless a fire came while the entry was polled.
-                if !signalled {
-                    return (wake, false);
-                }
-                continue;
-            }
-            let entry = state.extra.sleep.as_mut();
-            let _ = self
-                .shared
-                .state()
-                .in_call(|| entry.reset(from_nanos(next)));
-            state.extra.armed = next;
-            // Loop to register the entry with the set's waker (the poll above); if
-            // `next` has passed too, or tokio fired it inside the reset, that poll
-            // reports the fire.
-        }
-        // Still firing at once after every round: service again after the lock.
-        (wake, true)
-    }
-
-    /// After the lock: wakes the expired requests' tasks, and services again while
-    /// the last service asked for it.
-    fn after_service(self: &Arc<Self>, (wake, mut more): Serviced) {
-        wake_all(wake);
-        while more {
-            match self.shared.state().signal(|state| self.service(state)) {
-                Some((wake, again)) => {
-                    wake_all(wake);
-                    more = again;
-                }
-                None => more = false, // the holder services
-            }
-        }
-    }
-
-    /// The set's runtime clock, if this thread runs inside that runtime (a cancel
-    /// from a plain thread or another runtime services the set too, and must not
-    /// read its own clock as the set's).
-    fn home_clock(&self) -> Option<u64> {
-        (!crate::entry::polled_away_from(self.runtime)).then(now_nanos)
+        FileResult::of(set, generation, outcome, deadline)
     }
 }
 
-impl Wake for DeadlineSet {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    /// The entry fired (or tokio asks for a re-poll): service the set now, or hand it
-    /// to the holder inside its call into the entry.
-    fn wake_by_ref(self: &Arc<Self>) {
-        if let Some(serviced) = self.shared.state().signal(|state| self.service(state)) {
-            self.after_service(serviced);
+impl FileResult {
+    /// What a filing at `deadline` came to. A deadline that the filing's own service
+    /// (it beat the entry) found passed is reported passed at once, so that a timer
+    /// due already completes in this poll rather than at its task's next turn.
+    fn of(set: &'static DeadlineSet, generation: u64, outcome: FileOutcome, deadline: u64) -> Self {
+        match outcome {
+            FileOutcome::Filed(filed, memo) => {
+                let filing = Filing {
+                    set,
+                    generation,
+                    filed: Some(filed),
+                    memo,
+                };
+                if filing.has_passed(deadline) {
+                    return FileResult::Passed; // the filing is given back as it drops
+                }
+                FileResult::Filed(filing)
+            }
+            FileOutcome::Passed => FileResult::Passed,
+            FileOutcome::Void => FileResult::Void,
         }
     }
+}
+
+/// Under the lock, after a filing at `deadline`: a deadline earlier than the entry
+/// services the set now (re-arming it); a later one is covered by the armed entry.
+fn rearm(
+    set: &DeadlineSet,
+    locked: &mut Locked<TokioEntry>,
+    deadline: u64,
+) -> Option<crate::core::service::Serviced> {
+    (deadline < locked.armed).then(|| set.shared.service(locked))
 }
 
 impl Filing {
     /// Whether the filed deadline has passed; registers `waker` if it changed.
+    #[inline]
     pub fn poll_passed(&mut self, deadline: u64, waker: &Waker) -> bool {
-        self.set
-            .shared
-            .poll_passed(self.filed, deadline, &mut self.memo, waker)
-    }
-
-    /// Whether the filed deadline has passed, as far as the set has seen (no waker
-    /// registration).
-    pub fn has_passed(&self, deadline: u64) -> bool {
-        self.set.shared.has_passed(deadline)
-    }
-
-    /// Moves the filing to `deadline` under one lock, with `waker` or else the waker
-    /// the slot holds. `false` if neither is there (the filing expired and no waker
-    /// was given): nothing is filed then.
-    pub fn refile(&mut self, deadline: u64, waker: Option<&Waker>) -> bool {
-        let (placed, replaced) = self.set.place(deadline, Some(self.filed), waker);
-        drop(replaced); // outside the lock: a waker's drop may reach this set
-        match placed {
-            Some((filed, memo)) => {
-                self.filed = filed;
-                self.memo = memo;
-                true
-            }
+        match self.filed {
+            Some(filed) => self
+                .set
+                .shared
+                .poll_passed(filed, deadline, &mut self.memo, waker),
             None => false,
         }
     }
 
-    /// Whether the current context is outside the set's runtime (another runtime, a
-    /// plain thread). A runtime-handle lookup: out of line, asked once per timer.
-    pub fn is_away(&self) -> bool {
-        crate::entry::polled_away_from(self.set.runtime)
+    /// Whether the filed deadline has passed, as far as the set has seen (no waker
+    /// registration).
+    #[inline]
+    pub fn has_passed(&self, deadline: u64) -> bool {
+        self.set.shared.has_passed(deadline)
     }
 
     /// Whether the set's runtime shut down: the filing is void.
+    #[inline]
     pub fn is_void(&self) -> bool {
-        self.set.is_gone()
+        !self.set.is_open(self.generation)
     }
 
-    /// Whether this poll comes after the set's runtime shut down, from outside it.
-    /// While it shuts down, its workers still poll the tasks it has not dropped yet
-    /// and its time driver is still up (tokio's `Sleep` is pending then); a poll from
-    /// inside it is that, never "after".
-    pub fn polled_after_shutdown(&self) -> bool {
-        self.is_void() && self.is_away()
+    /// Moves the filing to `deadline` under one lock, with `waker` or else the waker
+    /// the slot holds (consumed: the old filing is given back in every case).
+    /// `None` when neither waker is there (the filing expired and no waker was
+    /// given): nothing is filed then.
+    pub fn refile(mut self, deadline: u64, waker: Option<&Waker>) -> Option<FileResult> {
+        let (set, generation) = (self.set, self.generation);
+        let previous = self.filed.take().expect("a filing is refiled once");
+        let (outcome, drop_later, serviced) = thread_sets::with_view(set, generation, |view| {
+            set.shared
+                .refile(generation, previous, deadline, waker, view, |locked| {
+                    rearm(set, locked, deadline)
+                })
+        });
+        drop(drop_later); // after the lock
+        if let Some(serviced) = serviced.flatten() {
+            set.shared.after_service(serviced);
+        }
+        drop(self); // given back already: only a closed set's release, if last
+        Some(FileResult::of(set, generation, outcome?, deadline))
     }
 }
 
 impl Drop for Filing {
-    /// Answered, elapsed or dropped: give the slot back (a no-op if it expired).
+    /// Answered, elapsed or dropped: give the slot back.
     fn drop(&mut self) {
-        self.set.shared.cancel(self.filed);
+        let (set, generation) = (self.set, self.generation);
+        if let Some(filed) = self.filed {
+            thread_sets::with_view(set, generation, |view| set.shared.cancel(filed, view));
+        }
+        if !set.is_open(generation) {
+            // Its runtime has gone: the set goes back to the pool with its last filing.
+            set.release(generation);
+        }
     }
 }
 
-fn wake_all(wakers: Vec<Waker>) {
-    for waker in wakers {
-        waker.wake();
+#[cfg(all(test, not(lazy_deadline_loom)))]
+impl Bound {
+    /// The set, for tests.
+    pub(crate) fn set(&self) -> Option<&'static DeadlineSet> {
+        self.set
     }
 }
+
+#[cfg(all(test, not(lazy_deadline_loom)))]
+mod tests;

@@ -284,6 +284,7 @@ mod stats;
 pub mod sync;
 #[cfg(not(lazy_deadline_loom))]
 mod sync;
+mod thread_sets;
 mod time_base;
 mod timeout;
 #[cfg(feature = "tower")]

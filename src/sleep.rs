@@ -1,7 +1,7 @@
 //! `Sleep`: a drop-in for `tokio::time::Sleep` whose later resets are field stores.
 
 use crate::core::NEVER;
-use crate::deadline_set::{DeadlineSet, Filing};
+use crate::deadline_set::{Bound, FileResult, Filing};
 use crate::stats::Stats;
 use crate::time_base::{to_nanos, FAR_FUTURE};
 use pin_project_lite::pin_project;
@@ -9,7 +9,6 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomPinned;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -69,8 +68,9 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
         at: to_nanos(deadline),
         // This thread's set for the current runtime: a missing runtime or time driver
         // panics here with tokio's own message, and that runtime's clock judges it.
-        set: Some(DeadlineSet::current()),
+        bound: Bound::current(),
         filing: None,
+        fallback: None,
         filed_at: NEVER,
         reset_unpolled: false,
         completed: false,
@@ -117,6 +117,14 @@ pin_project! {
     /// deadline after its first poll (a `Sleep` is reset where it is polled: by
     /// the task that awaits it).
     ///
+    /// # Shutdown
+    ///
+    /// When its runtime shuts down, a `Sleep` that is waiting is woken, as tokio's
+    /// driver wakes its timers. Polled then from outside that runtime, it panics with
+    /// tokio's message, as tokio's does; polled from inside it (a task or a blocking
+    /// thread of the runtime while it shuts down), it carries on as a
+    /// `tokio::time::Sleep` would, on a timer entry of its own.
+    ///
     /// # Cancel safety
     ///
     /// Dropping or not polling it loses nothing: dropping it gives its place in the
@@ -160,10 +168,12 @@ pin_project! {
         // The deadline exactly as the caller gave it, and in the time base.
         deadline: Instant,
         at: u64,
-        // The deadline set that judges it, until the first poll files it there; from
-        // then on the filing holds the set.
-        set: Option<Arc<DeadlineSet>>,
+        // The deadline set that judges it (its thread's set for the runtime it was
+        // made in), and where its deadline is filed there, from the first poll on.
+        bound: Bound,
         filing: Option<Filing>,
+        // Its own tokio entry, once its runtime shut down (see `# Shutdown`).
+        fallback: Option<Pin<Box<tokio::time::Sleep>>>,
         // Where the filing stands. Invariant once filed: `filed_at <= at`, or the
         // filing has expired and is re-filed at `at` by the next poll (a move
         // earlier re-files at once).
@@ -245,13 +255,18 @@ impl Sleep {
         *this.at = to_nanos(deadline);
         *this.completed = false;
         *this.reset_unpolled = true;
-        if let Some(filing) = this.filing {
-            if *this.at < *this.filed_at
+        if let Some(fallback) = this.fallback {
+            fallback.as_mut().reset(deadline);
+            return;
+        }
+        if this.filing.is_some()
+            && (*this.at < *this.filed_at
                 || (*this.at != *this.filed_at
-                    && *this.away.get_or_insert_with(|| filing.is_away()))
-            {
-                refile_now(filing, *this.at, this.filed_at, this.stats);
-            }
+                    && *this.away.get_or_insert_with(|| {
+                        crate::entry::polled_away_from(this.bound.runtime())
+                    })))
+        {
+            refile_now(this.filing, *this.at, this.filed_at, this.stats);
         }
     }
 
@@ -271,28 +286,32 @@ impl Future for Sleep {
         let this = self.project();
         if !*this.completed {
             let passed = match this.filing {
-                Some(filing) => poll_filed(filing, *this.at, this.filed_at, this.stats, cx.waker()),
+                Some(filing) if !filing.is_void() => {
+                    poll_filed(this.filing, *this.at, this.filed_at, this.stats, cx.waker())
+                }
+                Some(_) => None, // its runtime shut down
+                None if this.fallback.is_some() => None,
                 None => {
-                    // First poll: file once, at the final deadline, whatever the resets
+                    // First poll (or the first since an earlier reset found the filing
+                    // expired): file once, at the final deadline, whatever the resets
                     // before it said (tokio registers on reset or first poll).
-                    let set = this.set.take().expect("an unfiled Sleep holds its set");
                     this.stats.registrations += 1;
                     *this.filed_at = *this.at;
-                    let filing = this.filing.insert(set.file_in(*this.at, cx.waker()));
-                    let passed = filing.has_passed(*this.at);
-                    this.stats.entry_fires += u64::from(passed);
-                    passed
+                    filed(
+                        this.filing,
+                        this.bound.file(*this.at, cx.waker()),
+                        this.stats,
+                    )
+                }
+            };
+            let passed = match passed {
+                Some(passed) => passed,
+                None => {
+                    *this.filing = None;
+                    crate::timeout::shut_down(*this.at, this.bound, this.fallback, cx)
                 }
             };
             if !passed {
-                if this
-                    .filing
-                    .as_ref()
-                    .is_some_and(Filing::polled_after_shutdown)
-                {
-                    // Nothing will ever pass for it: tokio's panic.
-                    panic!("A Tokio 1.x context was found, but it is being shutdown.");
-                }
                 return Poll::Pending;
             }
             *this.completed = true;
@@ -306,38 +325,67 @@ impl Future for Sleep {
     }
 }
 
-/// A filed `Sleep`'s poll: whether its deadline `at` has passed. Registers `waker`
-/// if it changed; re-files at `at` if the filing expired before it (the deadline
-/// moved later since it was filed).
+/// Where filing left the `Sleep`: whether its deadline has passed (`None`: its
+/// runtime shut down).
+fn filed(slot: &mut Option<Filing>, result: FileResult, stats: &mut Stats) -> Option<bool> {
+    match result {
+        FileResult::Filed(filing) => {
+            *slot = Some(filing);
+            Some(false)
+        }
+        FileResult::Passed => {
+            stats.entry_fires += 1;
+            Some(true)
+        }
+        FileResult::Void => None,
+    }
+}
+
+/// A filed `Sleep`'s poll: whether its deadline `at` has passed (`None`: its runtime
+/// shut down). Registers `waker` if it changed; re-files at `at` if the filing
+/// expired before it (the deadline moved later since it was filed).
 fn poll_filed(
-    filing: &mut Filing,
+    slot: &mut Option<Filing>,
     at: u64,
     filed_at: &mut u64,
     stats: &mut Stats,
     waker: &Waker,
-) -> bool {
+) -> Option<bool> {
+    let filing = slot.as_mut().expect("filed");
     if !filing.poll_passed(*filed_at, waker) {
-        return false; // the set wakes `waker` when the filing expires
+        return Some(false); // the set wakes `waker` when the filing expires
     }
     stats.entry_fires += 1;
     if filing.has_passed(at) {
-        return true;
+        return Some(true);
     }
     // The filing expired before the deadline, which moved later: file the rest.
     stats.registrations += 1;
-    filing.refile(at, Some(waker));
     *filed_at = at;
-    filing.has_passed(at)
+    let filing = slot.take().expect("filed");
+    match filing.refile(at, Some(waker)) {
+        Some(result) => filed(slot, result, stats),
+        None => unreachable!("a waker was given"),
+    }
 }
 
 /// A reset that cannot wait for the filing to expire (earlier, or away from the
 /// set's runtime): moves the filing to `at` now, with the waker it holds. If the
-/// filing expired already, the poll its expiry asked for re-files.
+/// filing expired already, nothing is filed now: the poll its expiry asked for
+/// files at `at`.
 #[inline(never)]
-fn refile_now(filing: &mut Filing, at: u64, filed_at: &mut u64, stats: &mut Stats) {
-    if filing.refile(at, None) {
-        *filed_at = at;
-        stats.registrations += 1;
+fn refile_now(slot: &mut Option<Filing>, at: u64, filed_at: &mut u64, stats: &mut Stats) {
+    let Some(filing) = slot.take() else {
+        return;
+    };
+    match filing.refile(at, None) {
+        Some(FileResult::Filed(filing)) => {
+            *slot = Some(filing);
+            *filed_at = at;
+            stats.registrations += 1;
+        }
+        // Passed, or its runtime shut down: the next poll files afresh, and learns.
+        Some(FileResult::Passed | FileResult::Void) | None => {}
     }
 }
 

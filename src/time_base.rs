@@ -33,10 +33,10 @@ use tokio::time::Instant;
 /// represent it).
 const BASE_MARGIN: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// tokio's timer tick: its driver fires a deadline at the tick after it. What a
-/// clock reading may declare passed is therefore only what is a whole tick behind it
-/// (`DelayQueue`, the per-request deadline sets); newer deadlines wait for an entry.
-pub(crate) const TICK_NANOS: u64 = 1_000_000;
+/// tokio's timer tick (see `core::service::TICK_NANOS`, where the deadline sets use
+/// it): what a clock reading may declare passed is only what is a whole tick behind
+/// it (`DelayQueue`, the per-request deadline sets); newer deadlines wait for an entry.
+pub(crate) const TICK_NANOS: u64 = crate::core::service::TICK_NANOS;
 
 /// tokio's own cap for "far future" sleeps (about 30 years; longer overflows
 /// `Instant` on some platforms).

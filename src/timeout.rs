@@ -1,7 +1,7 @@
 //! `timeout`, `timeout_at`, `Timeout`: drop-ins for tokio's per-request deadlines
 //! that register no runtime timer entry of their own (see `crate::deadline_set`).
 
-use crate::deadline_set::{DeadlineSet, Filing};
+use crate::deadline_set::{Bound, FileResult, Filing};
 use crate::error::Elapsed;
 use crate::time_base::to_nanos;
 use pin_project_lite::pin_project;
@@ -15,7 +15,8 @@ use tokio::time::Instant;
 /// Requires `future` to complete within `duration`; the lazy counterpart of
 /// [`tokio::time::timeout`], with the same behaviour, but no runtime timer entry
 /// of its own: its deadline is filed in a set that this thread keeps for the
-/// runtime, whose one entry serves every request's deadline.
+/// current runtime, whose one entry serves every request's deadline. Like tokio's,
+/// it belongs to that runtime from here on, wherever it is awaited.
 ///
 /// The deadline is fixed here (`Instant::now() + duration`; one that overflows never
 /// elapses). The future is polled first, so one that is ready gives `Ok` even past
@@ -24,9 +25,10 @@ use tokio::time::Instant;
 ///
 /// # Panics
 ///
-/// Like tokio's: outside a tokio runtime (here, or at the first poll for a timeout
-/// made outside any task), or, at its first pending poll, in a runtime without the
-/// time driver.
+/// Like tokio's: outside a tokio runtime, or in a runtime without the time driver
+/// (here, at the caller). A poll that finds it waiting after its runtime shut down,
+/// from outside that runtime, panics with tokio's message too (see
+/// [`Timeout`]'s `# Shutdown`).
 ///
 /// # Cancel safety
 ///
@@ -55,9 +57,9 @@ use tokio::time::Instant;
 /// ```
 #[track_caller]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    assert_in_runtime();
+    let bound = Bound::current();
     let deadline = Instant::now().checked_add(duration);
-    Timeout::new(future.into_future(), deadline)
+    Timeout::new(future.into_future(), deadline, bound)
 }
 
 /// Requires `future` to complete before `deadline`; the lazy counterpart of
@@ -83,18 +85,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// ```
 #[track_caller]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    assert_in_runtime();
-    Timeout::new(future.into_future(), Some(deadline))
-}
-
-/// tokio's panic outside a runtime, where it is cheap to tell: inside a task there
-/// is always a runtime (one TLS read); elsewhere (a `block_on` future, a plain
-/// thread) ask for the handle.
-#[track_caller]
-fn assert_in_runtime() {
-    if tokio::task::try_id().is_none() {
-        drop(tokio::runtime::Handle::current());
-    }
+    Timeout::new(future.into_future(), Some(deadline), Bound::current())
 }
 
 pin_project! {
@@ -104,31 +95,46 @@ pin_project! {
     ///
     /// # Precision
     ///
-    /// Never early by the clock of the runtime it is first polled pending in (in
-    /// practice the runtime it was made in; tokio's is bound to the latter), and no
+    /// Bound to the runtime it was made in, as tokio's is: never early by that
+    /// runtime's clock (paused or not), wherever it is awaited (another task, a plain
+    /// executor, a blocking thread, another or a nested runtime's `block_on`), and no
     /// later than a `tokio::time::Sleep` at the same deadline: the deadline set's
     /// entry fires at the earliest filed deadline's tick. Under a paused clock with
     /// whole-millisecond deadlines, at the same virtual instant as tokio's.
+    ///
+    /// # Shutdown
+    ///
+    /// When its runtime shuts down, a `Timeout` that is waiting is woken, as tokio's
+    /// driver wakes its timers. Polled then from outside that runtime, it panics
+    /// with tokio's message, as tokio's does; polled from inside it (a task or a
+    /// blocking thread of the runtime while it shuts down), it carries on as a
+    /// `tokio::time::Timeout` would, on a timer entry of its own.
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Timeout<F> {
         #[pin]
         value: F,
         // Nanoseconds of the time base; `None`: never (an overflowing duration).
         deadline: Option<u64>,
+        // The deadline set of the thread and runtime it was made in.
+        bound: Bound,
         // Where the deadline is filed, from the first pending poll on.
         filing: Option<Filing>,
+        // Its own tokio entry, once its runtime shut down (see `# Shutdown`).
+        fallback: Option<Pin<Box<tokio::time::Sleep>>>,
     }
 }
 
 impl<F> Timeout<F> {
-    fn new(value: F, deadline: Option<Instant>) -> Self {
+    fn new(value: F, deadline: Option<Instant>, bound: Bound) -> Self {
         let deadline = deadline
             .map(to_nanos)
             .filter(|&at| at < crate::core::SATURATED);
         Self {
             value,
             deadline,
+            bound,
             filing: None,
+            fallback: None,
         }
     }
 
@@ -161,7 +167,7 @@ impl<F: Future> Future for Timeout<F> {
         let Some(deadline) = *me.deadline else {
             return Poll::Pending;
         };
-        if !passed(deadline, me.filing, cx) {
+        if !passed(deadline, me.bound, me.filing, me.fallback, cx) {
             return Poll::Pending;
         }
         *me.filing = None;
@@ -175,19 +181,62 @@ impl<F: Future> Future for Timeout<F> {
 }
 
 /// Whether `deadline` has passed; files it at the first pending poll.
-fn passed(deadline: u64, filing: &mut Option<Filing>, cx: &mut Context<'_>) -> bool {
+#[inline]
+fn passed(
+    deadline: u64,
+    bound: &Bound,
+    filing: &mut Option<Filing>,
+    fallback: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+    cx: &mut Context<'_>,
+) -> bool {
     if let Some(filed) = filing.as_mut().filter(|filed| !filed.is_void()) {
         return filed.poll_passed(deadline, cx.waker());
     }
-    // The first pending poll (or the runtime it was filed in shut down): this
-    // thread's set for the current runtime, whose clock judges it from now on.
-    // Filing a deadline earlier than the set's entry services the set, which reads
-    // that clock and expires what has passed, this deadline included; a later one
-    // is covered by the armed entry. Either way no clock read of our own here.
-    let filed = DeadlineSet::current().file_in(deadline, cx.waker());
-    let passed = filed.has_passed(deadline);
-    *filing = Some(filed);
-    passed
+    if filing.is_none() && fallback.is_none() {
+        // The first pending poll: file in the set it was bound to when made, whose
+        // runtime's clock judges it. Filing a deadline earlier than the set's entry
+        // services the set, which reads that clock and expires what has passed, this
+        // deadline included; a later one is covered by the armed entry.
+        match bound.file(deadline, cx.waker()) {
+            FileResult::Filed(filed) => {
+                *filing = Some(filed);
+                return false;
+            }
+            FileResult::Passed => return true,
+            FileResult::Void => {}
+        }
+    }
+    // Its runtime shut down.
+    *filing = None;
+    shut_down(deadline, bound, fallback, cx)
+}
+
+/// A timer whose runtime shut down, polled: tokio's panic from outside that runtime
+/// (tokio's timer panics once its driver is down); from inside it (its tasks and
+/// blocking threads while it shuts down), a tokio entry of its own at the deadline,
+/// so that it behaves as tokio's does there, up to tokio's own panic once the driver
+/// is down.
+#[cold]
+pub(crate) fn shut_down(
+    deadline: u64,
+    bound: &Bound,
+    fallback: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+    cx: &mut Context<'_>,
+) -> bool {
+    let entry = match fallback {
+        Some(entry) => entry,
+        None => {
+            if crate::entry::polled_away_from(bound.runtime()) {
+                panic!("A Tokio 1.x context was found, but it is being shutdown.");
+            }
+            fallback.insert(Box::pin(tokio::time::sleep_until(
+                crate::time_base::from_nanos(deadline),
+            )))
+        }
+    };
+    // Outside the task's budget: the caller spends it on `Ready`, as for the sets.
+    let entry = std::pin::pin!(tokio::task::unconstrained(entry.as_mut()));
+    entry.poll(cx).is_ready()
 }
 
 impl<F: fmt::Debug> fmt::Debug for Timeout<F> {

@@ -103,6 +103,22 @@ fn run_under(
     step_us: u64,
     exact: bool,
 ) -> Result<(), TestCaseError> {
+    // Under a watchdog: a poll that spins (a service that never settles) fails the
+    // case by name instead of hanging the suite.
+    common::watchdog("a case of the timeout differential", LIMIT, move || {
+        run_case(under, requests, step_us, exact)
+    })
+}
+
+/// A case may take this long (it takes milliseconds).
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn run_case(
+    under: Under,
+    requests: Vec<Request>,
+    step_us: u64,
+    exact: bool,
+) -> Result<(), TestCaseError> {
     paused_runtime().block_on(async move {
         let origin = Instant::now();
         let n = requests.len();

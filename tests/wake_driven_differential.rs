@@ -252,7 +252,21 @@ impl Model {
 }
 
 /// Runs `ops` against ours and tokio-util's side by side (shared-lock consumers).
-fn run_shared<S: Side>(
+fn run_shared<S: Side + Send + 'static>(
+    make: fn() -> S,
+    ops: Vec<Op>,
+    start_offset_us: u64,
+) -> Result<(), TestCaseError> {
+    // Under a watchdog: a lost wake that leaves a consumer spinning, or a poll that
+    // never settles, fails the case by name instead of hanging the suite.
+    common::watchdog(
+        "a case of the wake-driven differential",
+        Duration::from_secs(60),
+        move || run_shared_case(make, ops, start_offset_us),
+    )
+}
+
+fn run_shared_case<S: Side + Send + 'static>(
     make: fn() -> S,
     ops: Vec<Op>,
     start_offset_us: u64,

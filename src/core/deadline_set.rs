@@ -1,237 +1,503 @@
-//! `SetCore`: the deadlines of many in-flight requests on one thread, for one
-//! runtime, behind one runtime timer entry (see `crate::timeout`).
+//! `SetCore`: the deadlines of the in-flight requests of one deadline set (one thread,
+//! one runtime), behind that set's one runtime timer entry. Everything here is
+//! guarded by the set's lock, except the state words of the owner's slots, which the
+//! owner thread writes without it (`core::owner_view`).
 //!
-//! A slab of slots (one per pending request: its deadline and its task's waker) and
-//! a min-heap of `(deadline, slot, generation)` records. Filing is a slab store and a
-//! heap push; a request answered in time vacates its slot at once (its memory is
-//! reused by the next request) and leaves a stale record, which the heap purges once
-//! stale records outnumber live ones, so memory follows the requests in flight, not
-//! the ones answered under long deadlines. Expiring pops due records, vacates their
-//! slots and hands back their wakers. Nothing here reads a clock or touches tokio.
+//! - **Slots.** A request's deadline and its task's waker sit in a slot, named by a
+//!   [`Filed`]. The owner thread's slots each have a state word in a shared array, so
+//!   the owner answers a request with one load and one store and gives the slot back
+//!   at its next lock. Requests filed from another thread use *remote* slots, which
+//!   live under the lock only.
+//! - **Order.** Records of the pending deadlines sit in [`Lanes`](super::lanes):
+//!   appends and pops, no heap.
+//! - **Memory** follows the requests in flight: answered requests' records are shed
+//!   from the lanes, and a set whose owner slots are all free again after a burst
+//!   gives back what the burst grew (beyond a small reserve).
+//! - **Wakers.** A slot keeps the waker of its last request after the request is
+//!   answered: the next request of the same task usually takes the same slot (free
+//!   slots are reused last-in, first-out) and finds its waker there, so filing needs
+//!   no waker clone.
+//!
+//! Nothing here reads a clock or touches tokio.
 
+use super::lanes::{Lanes, Record};
+use super::owner_view::{
+    word, StateWords, REMOTE, TAG_CANCELLED, TAG_FIRED, TAG_FREE, TAG_PENDING,
+};
+pub use super::owner_view::{Filed, OwnerView};
 use super::NEVER;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use crate::sync::WakerMemo;
+use crate::sync::{Arc, Ordering};
 use std::task::Waker;
 
-/// Below this many stale records the heap is never purged (a purge is `O(n)`).
-const PURGE_MIN: usize = 64;
+/// Slots kept when a set shrinks after a burst: the in-flight requests of a busy
+/// thread fit, and the memory kept stays a few kilobytes.
+pub const SHRINK_KEEP: usize = 256;
 
-/// Where a request's deadline is filed: its slot and the slot's generation then.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Filed {
-    index: u32,
-    generation: u32,
-}
-
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Slot {
-    generation: u32,
+    ticket: u64,
     deadline: u64,
-    /// `None`: vacant.
+    /// The request's waker; kept after the request is answered, for the next one.
     waker: Option<Waker>,
+    /// Which lane holds its record (`ORDERED`: the ordered set).
+    lane: u8,
+    /// Held by a filing (not on the free list).
+    taken: bool,
+    /// Expired by a fire (its lane's live count already dropped).
+    fired: bool,
 }
 
 /// The deadline set's data; see the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SetCore {
     slots: Vec<Slot>,
+    states: Arc<StateWords>,
     free: Vec<u32>,
-    heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
-    live: usize,
-    stale: usize,
+    remote: Vec<Slot>,
+    remote_free: Vec<u32>,
+    lanes: Lanes,
+    next_ticket: u64,
+    /// Owner slots taken (pending, or answered and not yet given back).
+    in_use: usize,
+    /// Filings alive (owner slots not given back, remote filings not cancelled).
+    filings: usize,
 }
 
+impl Default for SetCore {
+    fn default() -> Self {
+        Self {
+            slots: Vec::new(),
+            states: Arc::new(StateWords::with_len(0, None)),
+            free: Vec::new(),
+            remote: Vec::new(),
+            remote_free: Vec::new(),
+            lanes: Lanes::default(),
+            next_ticket: 1,
+            in_use: 0,
+            filings: 0,
+        }
+    }
+}
+
+/// A filing: where, the memo of the waker its slot holds, and the waker it replaced
+/// (drop it after the lock: a waker's drop may run code that reaches this set).
+pub type Placement = (Filed, WakerMemo, Option<Waker>);
+
 impl SetCore {
-    /// Files `deadline` for the task of `waker` (the slot keeps it).
+    /// A view for the set's owner thread.
+    pub fn owner_view(&self) -> OwnerView {
+        OwnerView::new(self.states.clone())
+    }
+
+    /// Whether `view` is a view of this core (on its state words).
+    pub fn is_viewed_by(&self, view: &OwnerView) -> bool {
+        view.is_on(&self.states)
+    }
+
+    /// Files `deadline` for the task of `waker` in one of the owner's slots (the
+    /// owner thread only: it alone grows or shrinks the state words, and `view` is
+    /// brought up to date when it does).
     ///
     /// # Panics
     ///
-    /// With more than `u32::MAX` requests pending on one thread at once.
-    pub fn file(&mut self, deadline: u64, waker: Waker) -> Filed {
+    /// With more than 2^31 requests pending on one thread at once.
+    pub fn file_owned(&mut self, deadline: u64, waker: &Waker, view: &mut OwnerView) -> Placement {
         let index = match self.free.pop() {
             Some(index) => index,
+            None => self.grow_owned(view),
+        };
+        let ticket = self.take_ticket();
+        let lane = self.place(deadline, index, ticket);
+        let slot = &mut self.slots[index as usize];
+        let replaced = keep_or_replace(&mut slot.waker, waker);
+        let memo = WakerMemo::of(slot.waker.as_ref().expect("just stored"));
+        slot.ticket = ticket;
+        slot.deadline = deadline;
+        slot.lane = lane;
+        slot.taken = true;
+        slot.fired = false;
+        // Relaxed: read under this lock by the fire, and by the owner (this thread).
+        self.states
+            .get(index as usize)
+            .store(word(ticket, TAG_PENDING), Ordering::Relaxed);
+        self.in_use += 1;
+        self.filings += 1;
+        (Filed { index, ticket }, memo, replaced)
+    }
+
+    /// Files `deadline` for the task of `waker` in a remote slot (from a thread that
+    /// is not the set's owner).
+    ///
+    /// # Panics
+    ///
+    /// With more than 2^31 remote requests pending at once.
+    pub fn file_remote(&mut self, deadline: u64, waker: &Waker) -> Placement {
+        let index = match self.remote_free.pop() {
+            Some(index) => index,
             None => {
-                let index = u32::try_from(self.slots.len())
-                    .expect("at most u32::MAX pending deadlines per thread");
-                self.slots.push(Slot {
-                    generation: 0,
-                    deadline: NEVER,
-                    waker: None,
-                });
+                let index = u32::try_from(self.remote.len())
+                    .ok()
+                    .filter(|&i| i < REMOTE)
+                    .expect("at most 2^31 pending deadlines per set");
+                self.remote.push(Slot::default());
                 index
             }
-        };
-        let slot = &mut self.slots[index as usize];
+        } | REMOTE;
+        let ticket = self.take_ticket();
+        let lane = self.place(deadline, index, ticket);
+        let slot = &mut self.remote[(index & !REMOTE) as usize];
+        let replaced = keep_or_replace(&mut slot.waker, waker);
+        let memo = WakerMemo::of(slot.waker.as_ref().expect("just stored"));
+        slot.ticket = ticket;
         slot.deadline = deadline;
-        slot.waker = Some(waker);
-        self.live += 1;
-        self.heap.push(Reverse((deadline, index, slot.generation)));
-        Filed {
-            index,
-            generation: slot.generation,
+        slot.lane = lane;
+        slot.taken = true;
+        slot.fired = false;
+        self.filings += 1;
+        (Filed { index, ticket }, memo, replaced)
+    }
+
+    /// Gives back the slots the owner answered since its last lock (`view`'s list).
+    pub fn reclaim(&mut self, view: &mut OwnerView) {
+        if view.to_reclaim.is_empty() {
+            return;
         }
+        // Drained, not taken: the list keeps its capacity for the next answers.
+        let mut answered = std::mem::take(&mut view.to_reclaim);
+        for filed in answered.drain(..) {
+            self.release_owned(filed);
+        }
+        view.to_reclaim = answered;
+        self.maybe_shrink(view);
     }
 
-    /// The waker a pending request's slot holds (a clone of the one given).
-    pub fn stored_waker(&self, filed: Filed) -> Option<&Waker> {
-        self.slot(filed)?.waker.as_ref()
+    /// A request cancelled from a thread that is not the owner's (or by a filing
+    /// that moved): under the lock, for either kind of slot. Returns the waker to
+    /// drop after the lock, if the slot gave it up.
+    pub fn cancel_locked(&mut self, filed: Filed) -> Option<Waker> {
+        if filed.is_remote() {
+            self.filings -= 1;
+            let slot = self.remote.get_mut(filed.slot())?;
+            if !slot.taken || slot.ticket != filed.ticket {
+                return None; // it fired, and the fire gave the slot back
+            }
+            let waker = slot.waker.take();
+            self.unqueue(filed, false);
+            self.remote[filed.slot()].taken = false;
+            self.remote_free.push(filed.slot() as u32);
+            if self.remote_free.len() == self.remote.len() && self.remote.len() > SHRINK_KEEP {
+                // Every remote slot is free again after a burst: give the memory back.
+                self.remote = Vec::new();
+                self.remote_free = Vec::new();
+            }
+            return waker;
+        }
+        let state = self.states.get(filed.slot());
+        // Relaxed: under the lock; the owner never writes this slot's word again
+        // (the filing has moved away from it).
+        if state.load(Ordering::Relaxed) == word(filed.ticket, TAG_PENDING) {
+            state.store(word(filed.ticket, TAG_CANCELLED), Ordering::Relaxed);
+        }
+        self.release_owned(filed);
+        None
     }
 
-    /// Whether `filed` is still pending (not expired, not cancelled).
-    #[cfg(test)]
-    pub fn is_pending(&self, filed: Filed) -> bool {
-        self.slot(filed).is_some()
-    }
-
-    /// Replaces the pending request's waker: `Some` with the replaced one (to be
-    /// dropped outside the lock), `None` when the request is no longer pending.
+    /// Replaces a pending request's waker: `Some` with the replaced one (to drop
+    /// after the lock), `None` when the request is no longer pending.
     pub fn update_waker(&mut self, filed: Filed, waker: &Waker) -> Option<Option<Waker>> {
-        let slot = self.slot_mut(filed)?;
-        Some(match &slot.waker {
-            Some(stored) if stored.will_wake(waker) => None,
-            _ => slot.waker.replace(waker.clone()),
-        })
+        if !self.is_live(filed.index, filed.ticket) {
+            return None;
+        }
+        let slot = self.slot_mut(filed.index);
+        Some(keep_or_replace(&mut slot.waker, waker))
     }
 
-    /// The request was answered or dropped: vacates its slot (its record goes
-    /// stale) and returns its waker, to be dropped outside the lock. Nothing if it
-    /// already expired.
-    pub fn cancel(&mut self, filed: Filed) -> Option<Waker> {
-        self.slot(filed)?;
-        let waker = self.vacate(filed.index);
-        self.stale += 1;
-        if self.stale >= PURGE_MIN && self.stale > self.live {
-            let slots = &self.slots;
-            self.heap.retain(|Reverse((_, index, generation))| {
-                let slot = &slots[*index as usize];
-                slot.waker.is_some() && slot.generation == *generation
-            });
-            self.stale = 0;
+    /// The waker a pending request's slot holds.
+    pub fn stored_waker(&self, filed: Filed) -> Option<&Waker> {
+        if !self.is_live(filed.index, filed.ticket) {
+            return None;
         }
-        waker
+        self.slot(filed.index).waker.as_ref()
+    }
+
+    /// Whether `filed` is still pending (not fired, not cancelled).
+    #[cfg(any(test, lazy_deadline_loom))]
+    pub fn is_pending(&self, filed: Filed) -> bool {
+        self.is_live(filed.index, filed.ticket)
     }
 
     /// Expires every pending request due at or before `up_to`, pushing their wakers
-    /// to `wake` (wake them outside the lock), and returns the earliest deadline
-    /// still pending (`NEVER`: none).
+    /// to `wake` (wake them after the lock), and returns the earliest deadline still
+    /// pending (`NEVER`: none).
     pub fn expire(&mut self, up_to: u64, wake: &mut Vec<Waker>) -> u64 {
-        while let Some(&Reverse((deadline, index, generation))) = self.heap.peek() {
-            let live = {
-                let slot = &self.slots[index as usize];
-                slot.waker.is_some() && slot.generation == generation
-            };
-            if live && deadline > up_to {
-                return deadline;
-            }
-            self.heap.pop();
-            if !live {
-                self.stale = self.stale.saturating_sub(1);
-                continue;
-            }
-            if let Some(waker) = self.vacate(index) {
-                wake.push(waker);
+        while let Some(record) = self.lanes.pop_due(up_to) {
+            self.fire(record, wake);
+        }
+        self.next_deadline()
+    }
+
+    /// The earliest deadline still pending (`NEVER`: none); sheds stale records it
+    /// meets at the lanes' fronts.
+    pub fn next_deadline(&mut self) -> u64 {
+        let (slots, remote, states) = (&self.slots, &self.remote, &self.states);
+        self.lanes
+            .next(|index, ticket| is_live(slots, remote, states, index, ticket))
+            .unwrap_or(NEVER)
+    }
+
+    /// The latest filed deadline (pending or not) at or before `bound`, if any: a
+    /// point the runtime layer may probe to expire everything up to it at once.
+    pub fn latest_at_or_before(&self, bound: u64) -> Option<u64> {
+        self.lanes.latest_at_or_before(bound)
+    }
+
+    /// The set's runtime shut down: every pending request's waker goes to `wake`
+    /// (their futures then observe the shutdown), and the records go. Slots stay
+    /// until their filings are dropped.
+    pub fn close(&mut self, wake: &mut Vec<Waker>) {
+        self.lanes.clear();
+        for (index, slot) in self.slots.iter_mut().enumerate() {
+            // Relaxed: under the lock (see `is_live`).
+            let state = self.states.get(index).load(Ordering::Relaxed);
+            if slot.taken && state == word(slot.ticket, TAG_PENDING) {
+                wake.extend(slot.waker.take());
             }
         }
-        NEVER
+        for slot in self.remote.iter_mut().filter(|slot| slot.taken) {
+            wake.extend(slot.waker.take());
+        }
     }
 
-    /// Pending requests.
+    /// Drops everything, for a set going back to the pool (no filing is alive):
+    /// memory back to nothing; tickets keep counting.
+    pub fn clear(&mut self) -> Vec<Waker> {
+        debug_assert_eq!(self.filings, 0);
+        let next_ticket = self.next_ticket;
+        let old = std::mem::take(self);
+        self.next_ticket = next_ticket;
+        old.slots
+            .into_iter()
+            .chain(old.remote)
+            .filter_map(|slot| slot.waker)
+            .collect()
+    }
+
+    /// Filings alive: owner slots not given back, remote filings not cancelled.
+    pub fn filings(&self) -> usize {
+        self.filings
+    }
+
+    /// Pending requests (by their records), for tests.
     #[cfg(any(test, lazy_deadline_loom))]
-    pub fn len(&self) -> usize {
-        self.live
+    pub fn pending(&self) -> usize {
+        self.lanes.pending()
     }
 
-    /// Whether nothing is pending.
-    #[cfg(any(test, lazy_deadline_loom))]
-    pub fn is_empty(&self) -> bool {
-        self.live == 0
+    /// Bytes the set's collections hold (capacity, not length): what stays after a
+    /// burst.
+    #[cfg(all(test, not(lazy_deadline_loom)))]
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        (self.slots.capacity() + self.remote.capacity()) * size_of::<Slot>()
+            + self.states.len() * size_of::<u64>()
+            + (self.free.capacity() + self.remote_free.capacity()) * size_of::<u32>()
+            + self.lanes.heap_bytes()
     }
 
-    /// Heap records, stale ones included (for tests of the purge).
-    #[cfg(test)]
-    pub fn records(&self) -> usize {
-        self.heap.len()
+    fn take_ticket(&mut self) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        ticket
     }
 
-    fn slot(&self, filed: Filed) -> Option<&Slot> {
-        self.slots
-            .get(filed.index as usize)
-            .filter(|slot| slot.generation == filed.generation && slot.waker.is_some())
+    /// A new owner slot at the end, the state words grown with it (by doubling, so
+    /// the copy is amortised), `view` pointed at the new array.
+    fn grow_owned(&mut self, view: &mut OwnerView) -> u32 {
+        let index = u32::try_from(self.slots.len())
+            .ok()
+            .filter(|&i| i < REMOTE)
+            .expect("at most 2^31 pending deadlines per set");
+        self.slots.push(Slot::default());
+        if self.states.len() < self.slots.len() {
+            let len = (self.slots.len() * 2).max(16);
+            self.states = Arc::new(StateWords::with_len(len, Some(&self.states)));
+        }
+        view.states = self.states.clone();
+        index
     }
 
-    fn slot_mut(&mut self, filed: Filed) -> Option<&mut Slot> {
-        self.slots
-            .get_mut(filed.index as usize)
-            .filter(|slot| slot.generation == filed.generation && slot.waker.is_some())
+    /// Files a record for (`index`, `ticket`) at `deadline`; returns where.
+    fn place(&mut self, deadline: u64, index: u32, ticket: u64) -> u8 {
+        let (slots, remote, states) = (&self.slots, &self.remote, &self.states);
+        let record = Record {
+            deadline,
+            index,
+            ticket,
+        };
+        self.lanes.place(record, |index, ticket| {
+            is_live(slots, remote, states, index, ticket)
+        })
     }
 
-    /// Empties slot `index`: its generation moves on (wrapping: a filed request is
-    /// answered long before four billion more pass through one slot) and it is free.
-    fn vacate(&mut self, index: u32) -> Option<Waker> {
+    /// Expires one record if its request is still pending: the slot is marked
+    /// fired (an owner slot stays taken until its owner gives it back; a remote one
+    /// is free at once) and its waker goes to `wake`.
+    fn fire(&mut self, record: Record, wake: &mut Vec<Waker>) {
+        let Record { index, ticket, .. } = record;
+        if index & REMOTE != 0 {
+            let i = (index & !REMOTE) as usize;
+            let slot = &mut self.remote[i];
+            if !slot.taken || slot.ticket != ticket {
+                return;
+            }
+            wake.extend(slot.waker.take());
+            let lane = slot.lane;
+            slot.taken = false;
+            self.remote_free.push(i as u32);
+            self.lanes.lane_done(lane);
+            return;
+        }
         let slot = &mut self.slots[index as usize];
-        slot.generation = slot.generation.wrapping_add(1);
-        slot.deadline = NEVER;
-        self.free.push(index);
-        self.live -= 1;
-        slot.waker.take()
+        if !slot.taken || slot.ticket != ticket || slot.fired {
+            return;
+        }
+        // Relaxed on success and failure: under the lock; the owner's cancel (its
+        // only write outside the lock) is either seen here or lands after this,
+        // when the task is woken once more (see `OwnerView::cancel`).
+        let claimed = self
+            .states
+            .get(index as usize)
+            .compare_exchange(
+                word(ticket, TAG_PENDING),
+                word(ticket, TAG_FIRED),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        if claimed {
+            slot.fired = true;
+            wake.extend(slot.waker.take());
+            let lane = slot.lane;
+            self.lanes.lane_done(lane);
+        }
+    }
+
+    /// Removes a filing's record from the ordered set, or counts it out of its lane
+    /// (where it stays, stale, until shed); `fired`: the fire did that already.
+    fn unqueue(&mut self, filed: Filed, fired: bool) {
+        if fired {
+            return;
+        }
+        let slot = self.slot(filed.index);
+        let record = Record {
+            deadline: slot.deadline,
+            index: filed.index,
+            ticket: filed.ticket,
+        };
+        self.lanes.unqueue(slot.lane, record);
+    }
+
+    /// Gives an owner slot back (its request was answered, cancelled or expired).
+    fn release_owned(&mut self, filed: Filed) {
+        let i = filed.slot();
+        let Some(slot) = self.slots.get(i) else {
+            return;
+        };
+        if !slot.taken || slot.ticket != filed.ticket {
+            return;
+        }
+        let fired = slot.fired;
+        self.unqueue(filed, fired);
+        let slot = &mut self.slots[i];
+        slot.taken = false;
+        slot.fired = false;
+        // Relaxed: under the lock; a free slot's word is read only under it.
+        self.states.get(i).store(TAG_FREE, Ordering::Relaxed);
+        self.free.push(i as u32);
+        self.in_use -= 1;
+        self.filings -= 1;
+    }
+
+    /// After a burst: when few owner slots are taken, drops the free ones at the end
+    /// (their kept wakers with them) and the capacity that is left over. Owner thread
+    /// only (the state words may be replaced; `view` follows).
+    fn maybe_shrink(&mut self, view: &mut OwnerView) {
+        if self.slots.len() <= SHRINK_KEEP
+            || self.slots.len() < 4 * self.in_use
+            || self.slots.last().is_none_or(|slot| slot.taken)
+        {
+            return; // small, busy, or nothing free at the end: O(1) when it returns
+        }
+        while self.slots.last().is_some_and(|slot| !slot.taken) {
+            self.slots.pop();
+        }
+        let keep = SHRINK_KEEP.max(2 * self.slots.len());
+        let len = self.slots.len();
+        self.free.retain(|&i| (i as usize) < len);
+        self.slots.shrink_to(keep);
+        self.free.shrink_to(keep);
+        if self.states.len() > keep {
+            self.states = Arc::new(StateWords::with_len(keep, Some(&self.states)));
+            view.states = self.states.clone();
+        }
+        if self.remote.iter().all(|slot| !slot.taken) {
+            self.remote = Vec::new();
+            self.remote_free = Vec::new();
+        }
+        let (slots, remote, states) = (&self.slots, &self.remote, &self.states);
+        self.lanes
+            .compact(|index, ticket| is_live(slots, remote, states, index, ticket));
+    }
+
+    fn is_live(&self, index: u32, ticket: u64) -> bool {
+        is_live(&self.slots, &self.remote, &self.states, index, ticket)
+    }
+
+    fn slot(&self, index: u32) -> &Slot {
+        if index & REMOTE != 0 {
+            &self.remote[(index & !REMOTE) as usize]
+        } else {
+            &self.slots[index as usize]
+        }
+    }
+
+    fn slot_mut(&mut self, index: u32) -> &mut Slot {
+        if index & REMOTE != 0 {
+            &mut self.remote[(index & !REMOTE) as usize]
+        } else {
+            &mut self.slots[index as usize]
+        }
+    }
+}
+
+/// Whether the request of slot `index` filed under `ticket` is still pending (a free
+/// function over the slot fields, so that the lanes can ask while they are borrowed).
+fn is_live(slots: &[Slot], remote: &[Slot], states: &StateWords, index: u32, ticket: u64) -> bool {
+    if index & REMOTE != 0 {
+        return remote
+            .get((index & !REMOTE) as usize)
+            .is_some_and(|slot| slot.taken && slot.ticket == ticket);
+    }
+    // Relaxed: under the lock. The owner's cancel may not be visible yet; then the
+    // request counts as pending a little longer (see `OwnerView::cancel`).
+    slots.get(index as usize).is_some_and(|slot| {
+        slot.taken
+            && slot.ticket == ticket
+            && !slot.fired
+            && states.get(index as usize).load(Ordering::Relaxed) == word(ticket, TAG_PENDING)
+    })
+}
+
+/// Keeps the slot's waker if it wakes the same task as `waker` (no clone), else
+/// stores a clone and returns the one it replaced.
+#[inline]
+fn keep_or_replace(slot: &mut Option<Waker>, waker: &Waker) -> Option<Waker> {
+    match slot {
+        Some(stored) if stored.will_wake(waker) => None,
+        _ => slot.replace(waker.clone()),
     }
 }
 
 #[cfg(all(test, not(lazy_deadline_loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn expires_in_deadline_order_and_reports_the_next() {
-        let mut set = SetCore::default();
-        let w = Waker::noop();
-        let late = set.file(30, w.clone());
-        let early = set.file(10, w.clone());
-        let mut wake = Vec::new();
-        assert_eq!(set.expire(9, &mut wake), 10);
-        assert!(wake.is_empty());
-        assert_eq!(set.expire(10, &mut wake), 30);
-        assert_eq!(wake.len(), 1);
-        assert!(!set.is_pending(early) && set.is_pending(late));
-        assert_eq!(set.expire(100, &mut wake), NEVER);
-        assert!(set.is_empty());
-    }
-
-    #[test]
-    fn a_cancelled_request_never_expires_and_its_slot_is_reused() {
-        let mut set = SetCore::default();
-        let w = Waker::noop();
-        let first = set.file(10, w.clone());
-        assert!(set.cancel(first).is_some());
-        assert!(set.cancel(first).is_none(), "cancelled once");
-        let second = set.file(20, w.clone());
-        assert_eq!(second.index, first.index, "the slot is reused");
-        assert!(!set.is_pending(first), "the old filing stays stale");
-        assert!(set.update_waker(first, w).is_none());
-        let mut wake = Vec::new();
-        assert_eq!(set.expire(15, &mut wake), 20);
-        assert!(wake.is_empty(), "the cancelled deadline woke nobody");
-    }
-
-    #[test]
-    fn memory_follows_the_requests_in_flight() {
-        // A million answered requests under hour-long deadlines, ten in flight.
-        let mut set = SetCore::default();
-        let w = Waker::noop();
-        let mut in_flight = std::collections::VecDeque::new();
-        for i in 0..1_000_000u64 {
-            in_flight.push_back(set.file(3_600_000_000_000 + i, w.clone()));
-            if in_flight.len() > 10 {
-                set.cancel(in_flight.pop_front().unwrap());
-            }
-        }
-        assert_eq!(set.len(), 10);
-        assert!(set.slots.len() <= 11, "slots: {}", set.slots.len());
-        assert!(
-            set.records() <= 2 * PURGE_MIN + 22,
-            "records: {}",
-            set.records()
-        );
-    }
-}
+mod tests;

@@ -43,7 +43,10 @@ pub mod activity;
 pub mod deadline_set;
 pub mod handoff;
 pub mod keyed;
+pub mod lanes;
+pub mod owner_view;
 pub mod remote;
+pub mod service;
 pub mod shared_set;
 pub mod signal;
 pub mod slots;
@@ -315,5 +318,34 @@ mod tests {
         let mut e = LazyEntry::new();
         assert_eq!(e.step(None), Step::Wait);
         assert!(!e.is_armed());
+    }
+}
+
+/// Helpers for the core's unit tests.
+#[cfg(all(test, not(lazy_deadline_loom)))]
+pub(crate) mod tests_support {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    /// Counts the wakes it gets.
+    pub struct Counter(AtomicUsize);
+
+    impl Counter {
+        pub fn wakes(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A waker that counts its wakes.
+    pub fn counting_waker() -> (Arc<Counter>, Waker) {
+        let counter = Arc::new(Counter(AtomicUsize::new(0)));
+        (counter.clone(), Waker::from(counter))
     }
 }

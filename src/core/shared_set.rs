@@ -1,25 +1,51 @@
 //! `SharedSet<X>`: a deadline set's data as threads share it. A [`SetCore`] behind a
-//! [`HandOff`] (with `X`, what the runtime layer keeps beside it: tokio's entry), and
-//! the *passed mark*: every deadline at or before it has passed by the set's
-//! runtime clock. The mark is read without the lock, so a request's poll whose
-//! deadline has not passed and whose waker is unchanged is one atomic load.
+//! [`HandOff`] (with `X`, what the runtime layer keeps beside it: tokio's entry), the
+//! *passed mark* (every deadline at or before it has passed by the set's runtime
+//! clock) and the set's *life* (which binding it is in, and whether that binding's
+//! runtime shut down).
 //!
-//! Why a lock-free read loses no wake: a service raises the mark and expires the
+//! The paths and what they cost:
+//!
+//! - **File** (a request's first pending poll): the lock, a lane append, and, only
+//!   when the deadline beats the entry, a re-arm. The owner thread's filings take an
+//!   owner slot, whose state word it may later write without the lock; other
+//!   threads' take remote slots.
+//! - **Poll while pending**: one atomic load of the passed mark, and a compare of
+//!   the waker's identity with the one the slot holds. A new waker takes the lock.
+//! - **Answer** (the request completed, the future is dropped): on the owner
+//!   thread, a load and a store on the slot's state word (`OwnerView::cancel`); the
+//!   slot goes back at the owner's next lock. Elsewhere, the lock.
+//! - **Fire** (the entry's waker, on whatever thread turns tokio's driver): the
+//!   lock, through the hand-off (`core::service`).
+//!
+//! Why a lock-free poll loses no wake: a service raises the mark and expires the
 //! requests under it in the same lock hold, and wakes them after. A poll that reads
 //! the mark below its deadline either keeps the waker the slot holds (which that
 //! expiry wakes) or takes the lock to swap it, and under the lock finds its slot
 //! still pending (the expiry to come wakes the new waker) or already expired
-//! (answered "passed"). `loom-tests/tests/deadline_set.rs` checks it.
+//! (answered "passed"). `loom-tests/tests/deadline_set.rs` checks it, and the owner's
+//! lock-free answer racing a fire.
+//!
+//! # Life
+//!
+//! A set is *bound* to one thread and runtime at a time, under a generation number;
+//! whoever holds a set keeps the generation it was bound under, and a set whose
+//! generation moved on, or whose runtime shut down (*closed*), is void to it. Closing
+//! wakes every pending request, so that its future observes the shutdown.
 
-use super::deadline_set::{Filed, SetCore};
+use super::deadline_set::{Filed, OwnerView, SetCore};
 use super::handoff::HandOff;
 use crate::sync::{AtomicU64, Ordering, WakerMemo};
 use std::task::Waker;
+
+/// The `life` word's closed bit (the generation is above it).
+const CLOSED: u64 = 1;
 
 /// See the module docs.
 #[derive(Debug)]
 pub struct SharedSet<X> {
     passed: AtomicU64,
+    life: AtomicU64,
     state: HandOff<Locked<X>>,
 }
 
@@ -28,20 +54,33 @@ pub struct SharedSet<X> {
 pub struct Locked<X> {
     /// The requests' deadlines and wakers.
     pub core: SetCore,
+    /// Where the runtime entry is armed (`NEVER`: not armed). Invariant: when armed,
+    /// the entry was polled since it was last reset, so its fire wakes the set.
+    pub armed: u64,
     /// What the runtime layer keeps under the same lock (tokio's entry).
     pub extra: X,
 }
 
-/// Where [`SharedSet::place`] filed a deadline, and the memo of the waker stored.
-pub type Placed = (Filed, WakerMemo);
+/// What filing a deadline came to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FileOutcome {
+    /// Filed: where, and the memo of the waker its slot holds.
+    Filed(Filed, WakerMemo),
+    /// The deadline has passed already (nothing filed).
+    Passed,
+    /// The set is no longer in the binding filed for, or its runtime shut down.
+    Void,
+}
 
 impl<X> SharedSet<X> {
-    /// An empty set, nothing passed.
+    /// An empty set, nothing passed, in no binding yet (closed, generation 0).
     pub fn new(extra: X) -> Self {
         Self {
             passed: AtomicU64::new(0),
+            life: AtomicU64::new(CLOSED),
             state: HandOff::new(Locked {
                 core: SetCore::default(),
+                armed: super::NEVER,
                 extra,
             }),
         }
@@ -52,7 +91,74 @@ impl<X> SharedSet<X> {
         &self.state
     }
 
+    /// Under the lock: starts a new binding (a set coming out of the pool, empty),
+    /// with nothing passed. Returns its generation.
+    pub fn open(&self, locked: &mut Locked<X>) -> u64 {
+        debug_assert_eq!(locked.core.filings(), 0);
+        // Relaxed: the word is written only under the lock; readers outside it take
+        // it as a hint (see `is_open`).
+        let generation = (self.life.load(Ordering::Relaxed) >> 1) + 1;
+        // Relaxed: a new binding's requests are filed under the lock, after this.
+        self.passed.store(0, Ordering::Relaxed);
+        self.life.store(generation << 1, Ordering::Relaxed);
+        locked.armed = super::NEVER;
+        generation
+    }
+
+    /// Under the lock: the binding's runtime shut down. Every pending request's
+    /// waker goes to `wake` (wake them after the lock); nothing is filed any more.
+    pub fn close(&self, locked: &mut Locked<X>, wake: &mut Vec<Waker>) {
+        // Relaxed: see `open`. A request woken here learns of the close through the
+        // wake, which orders this store before its poll.
+        self.life.store(
+            self.life.load(Ordering::Relaxed) | CLOSED,
+            Ordering::Relaxed,
+        );
+        locked.core.close(wake);
+        locked.armed = super::NEVER;
+    }
+
+    /// The current binding's generation (exact under the lock).
+    pub fn generation(&self) -> u64 {
+        // Relaxed: see `open`.
+        self.life.load(Ordering::Relaxed) >> 1
+    }
+
+    /// Under the lock: the binding is over (its runtime shut down and nothing holds
+    /// the set): the generation moves on, closed, so that nothing of the old binding
+    /// (a late call, a stale waker) takes the set for its own, and the set waits for
+    /// its next [`open`](Self::open).
+    pub fn retire(&self, locked: &mut Locked<X>) {
+        debug_assert_eq!(locked.core.filings(), 0);
+        // Relaxed: see `open`.
+        let generation = (self.life.load(Ordering::Relaxed) >> 1) + 1;
+        self.life
+            .store((generation << 1) | CLOSED, Ordering::Relaxed);
+        locked.armed = super::NEVER;
+    }
+
+    /// Whether the set is in binding `generation`, open. Outside the lock, a hint: a
+    /// close is learnt for sure through the wake that follows it.
+    #[inline]
+    pub fn is_open(&self, generation: u64) -> bool {
+        // Relaxed: see `close`.
+        self.life.load(Ordering::Relaxed) == generation << 1
+    }
+
+    /// Whether the set is closed or in another binding than `generation`, under the
+    /// lock (exact there).
+    fn is_void(&self, generation: u64) -> bool {
+        !self.is_open(generation)
+    }
+
+    /// Whether the current binding's runtime shut down (under the lock: exact).
+    pub fn is_closed(&self) -> bool {
+        // Relaxed: see `open`.
+        self.life.load(Ordering::Relaxed) & CLOSED != 0
+    }
+
     /// Whether `deadline` has passed, as far as the set has seen.
+    #[inline]
     pub fn has_passed(&self, deadline: u64) -> bool {
         // Acquire: pairs with the Release in `expire`, made before the expired
         // requests' wakers are woken, so a woken poll sees it.
@@ -71,38 +177,103 @@ impl<X> SharedSet<X> {
         locked.core.expire(passed, wake)
     }
 
-    /// Under one lock: cancels `previous` (if still pending) and files `deadline`
-    /// with `waker`, or else with `previous`'s own waker (moved, not cloned); then
-    /// runs `then` on the locked state (the runtime layer's re-arm). The placement
-    /// is `None` when there was no waker to file with (`previous` expired and none
-    /// given); the waker replaced is returned to be dropped after the lock.
-    pub fn place<R>(
+    /// Under one lock: files `deadline` for the task of `waker` in binding
+    /// `generation`, in an owner slot when `view` is the owner's (after giving back
+    /// the slots the owner answered since its last lock), else in a remote slot;
+    /// then runs `then` with the locked state (the runtime layer's re-arm). The
+    /// waker replaced in the slot is returned, to drop after the lock.
+    pub fn file<R>(
         &self,
+        generation: u64,
         deadline: u64,
-        previous: Option<Filed>,
-        waker: Option<&Waker>,
+        waker: &Waker,
+        view: Option<&mut OwnerView>,
         then: impl FnOnce(&mut Locked<X>) -> R,
-    ) -> (Option<Placed>, Option<Waker>, Option<R>) {
+    ) -> (FileOutcome, Option<Waker>, Option<R>) {
         self.state.with(|locked| {
-            let old = previous.and_then(|filed| locked.core.cancel(filed));
-            let (waker, replaced) = match (waker, old) {
-                (Some(waker), old) => (waker.clone(), old),
-                (None, Some(old)) => (old, None),
-                (None, None) => return (None, None, None),
+            if self.is_void(generation) {
+                return (FileOutcome::Void, None, None);
+            }
+            debug_assert!(view
+                .as_ref()
+                .is_none_or(|view| locked.core.is_viewed_by(view)));
+            let placement = match view {
+                Some(view) => {
+                    locked.core.reclaim(view);
+                    if self.has_passed(deadline) {
+                        return (FileOutcome::Passed, None, None);
+                    }
+                    locked.core.file_owned(deadline, waker, view)
+                }
+                None => {
+                    if self.has_passed(deadline) {
+                        return (FileOutcome::Passed, None, None);
+                    }
+                    locked.core.file_remote(deadline, waker)
+                }
             };
-            let filed = locked.core.file(deadline, waker);
-            // The clone the slot holds, not the caller's waker (see `WakerSlot`).
-            let memo = locked
-                .core
-                .stored_waker(filed)
-                .map_or_else(WakerMemo::default, WakerMemo::of);
+            let (filed, memo, replaced) = placement;
             let then = then(locked);
-            (Some((filed, memo)), replaced, Some(then))
+            (FileOutcome::Filed(filed, memo), replaced, Some(then))
+        })
+    }
+
+    /// Under one lock: cancels `previous` and files `deadline` in its place, with
+    /// `waker` or else the waker `previous`'s slot holds (a `Sleep` moved later, or
+    /// earlier, after its filing expired or while it waits). `None` in the filing
+    /// when neither waker is there (nothing is filed then).
+    pub fn refile<R>(
+        &self,
+        generation: u64,
+        previous: Filed,
+        deadline: u64,
+        waker: Option<&Waker>,
+        mut view: Option<&mut OwnerView>,
+        then: impl FnOnce(&mut Locked<X>) -> R,
+    ) -> (Option<FileOutcome>, Vec<Waker>, Option<R>) {
+        self.state.with(|locked| {
+            let held = locked.core.stored_waker(previous).cloned();
+            let mut drop_later: Vec<Waker> = Vec::new();
+            match view.as_deref_mut() {
+                Some(view) if !previous.is_remote() => {
+                    view.cancel(previous);
+                    locked.core.reclaim(view);
+                }
+                _ => drop_later.extend(locked.core.cancel_locked(previous)),
+            }
+            let waker = match (waker, held.as_ref()) {
+                (Some(waker), _) | (None, Some(waker)) => waker,
+                (None, None) => {
+                    drop_later.extend(held);
+                    return (None, drop_later, None);
+                }
+            };
+            if self.is_void(generation) {
+                drop_later.extend(held);
+                return (Some(FileOutcome::Void), drop_later, None);
+            }
+            if self.has_passed(deadline) {
+                drop_later.extend(held);
+                return (Some(FileOutcome::Passed), drop_later, None);
+            }
+            let (filed, memo, replaced) = match view {
+                Some(view) => locked.core.file_owned(deadline, waker, view),
+                None => locked.core.file_remote(deadline, waker),
+            };
+            drop_later.extend(replaced);
+            drop_later.extend(held);
+            let then = then(locked);
+            (
+                Some(FileOutcome::Filed(filed, memo)),
+                drop_later,
+                Some(then),
+            )
         })
     }
 
     /// Whether the request `filed` at `deadline` has passed; if not, makes sure the
     /// slot holds `waker` (`memo`: the one it holds, updated here).
+    #[inline]
     pub fn poll_passed(
         &self,
         filed: Filed,
@@ -116,6 +287,12 @@ impl<X> SharedSet<X> {
         if *memo == WakerMemo::of(waker) {
             return false; // the expiry wakes the waker the slot holds
         }
+        self.swap_waker(filed, memo, waker)
+    }
+
+    /// The locked part of [`poll_passed`](Self::poll_passed): a new waker.
+    #[inline(never)]
+    fn swap_waker(&self, filed: Filed, memo: &mut WakerMemo, waker: &Waker) -> bool {
         let (stored, replaced) =
             self.state
                 .with(|locked| match locked.core.update_waker(filed, waker) {
@@ -135,9 +312,30 @@ impl<X> SharedSet<X> {
         }
     }
 
-    /// Gives the slot of `filed` back (nothing if it expired).
-    pub fn cancel(&self, filed: Filed) {
-        let waker = self.state.with(|locked| locked.core.cancel(filed));
+    /// Answers (cancels) `filed`: lock-free through the owner's `view` for an owner
+    /// slot, under the lock otherwise (a remote slot, or a filing that moved away
+    /// from its owner thread).
+    #[inline]
+    pub fn cancel(&self, filed: Filed, view: Option<&mut OwnerView>) {
+        match view {
+            Some(view) if !filed.is_remote() => {
+                if view.cancel(filed) {
+                    self.flush(view);
+                }
+            }
+            _ => self.cancel_locked(filed),
+        }
+    }
+
+    #[inline(never)]
+    fn cancel_locked(&self, filed: Filed) {
+        let waker = self.state.with(|locked| locked.core.cancel_locked(filed));
         drop(waker); // after the lock
+    }
+
+    /// Gives back the slots the owner answered since its last lock.
+    #[inline(never)]
+    pub fn flush(&self, view: &mut OwnerView) {
+        self.state.with(|locked| locked.core.reclaim(view));
     }
 }

@@ -145,3 +145,39 @@ pub fn proptest_cases() -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2_000)
 }
+
+/// Runs `f` on its own thread and fails, naming `what`, if it has not returned
+/// within `limit`: a lost wake or a hang becomes a failure with a name instead of a
+/// suite that never ends. A panic in `f` fails the caller with its message.
+pub fn watchdog<T: Send + 'static>(
+    what: &str,
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(value) => value,
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            // `f` panicked: report its panic as this test's.
+            match thread.join() {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(()) => unreachable!("sent nothing and returned"),
+            }
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: still running after {limit:?} (a lost wake, or a hang)")
+        }
+    }
+}
+
+/// The message of a caught panic.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 mod moving_waker;
+pub mod set_entry;
 #[allow(unused_imports)] // only the wakers models use it
 pub use moving_waker::MovingWaker;
 

@@ -1,0 +1,150 @@
+//! The deadline set's service: what runs, under the set's lock, when its runtime
+//! entry fires or a filing beats it. Here rather than in the runtime layer so that
+//! loom runs the very loop that ships, against a stand-in entry ([`SetEntry`]).
+//!
+//! A round polls the entry (tokio wakes the set's waker inside that call when the
+//! entry fired meanwhile; the hand-off turns that into `again`, and the round
+//! repeats), takes what has passed (the armed deadline when the entry fired, and
+//! what is a whole tick behind the set's runtime clock when this thread runs in that
+//! runtime), expires it, and re-arms the entry at the earliest deadline left.
+//!
+//! **Tick-mates.** tokio fires a deadline at the first millisecond tick at or after
+//! it, so the deadlines that share the armed one's tick fire with it. The set learns
+//! which of them tokio has passed by *probing*: it arms the entry at the latest
+//! filed deadline that could share the tick (before the set's clock, or within a
+//! tick of the fire) and polls it; if it fired at once, tokio's driver is past that
+//! tick and everything up to it expires in this round. A burst of requests due in
+//! one tick costs one service round and one or two re-arms of the entry, not one
+//! per request.
+
+use super::shared_set::{Locked, SharedSet};
+use super::{MAX_ROUNDS, NEVER};
+use std::task::Waker;
+
+/// tokio's timer tick: its driver fires a deadline at the tick after it. What a
+/// clock reading may declare passed is therefore only what is a whole tick behind
+/// it; newer deadlines wait for the entry.
+pub const TICK_NANOS: u64 = 1_000_000;
+
+/// What the service needs of the runtime entry.
+pub trait SetEntry {
+    /// Polls the entry with the set's waker (outside the polling task's budget);
+    /// `true` if it has fired. May wake the set's waker from inside.
+    fn poll_fired(&mut self) -> bool;
+    /// Re-arms the entry at `at`. May wake the set's waker from inside (tokio fires
+    /// an entry whose tick has passed inside the reset).
+    fn reset(&mut self, at: u64);
+    /// The set's runtime clock, if this thread runs inside that runtime (whose
+    /// clock then judges "passed"); `None` elsewhere.
+    fn home_now(&mut self) -> Option<u64>;
+}
+
+/// What a service leaves to do after the lock: the expired requests' wakers, and
+/// whether to service again (the entry kept firing at once for `MAX_ROUNDS` rounds).
+pub type Serviced = (Vec<Waker>, bool);
+
+impl<X: SetEntry> SharedSet<X> {
+    /// Under the lock: see the module docs. Every call into the entry goes through
+    /// `in_call`, so a fire that lands meanwhile (here or on another thread) counts
+    /// on this holder, and the round repeats.
+    pub fn service(&self, locked: &mut Locked<X>) -> Serviced {
+        let mut wake = Vec::new();
+        if self.is_closed() {
+            // The runtime shut down: the close woke every request; nothing passes.
+            return (wake, false);
+        }
+        // One probe per service: a probe that did not fire moved the entry away from
+        // the earliest deadline, and the round after it puts it back.
+        let mut probed = false;
+        for _ in 0..MAX_ROUNDS {
+            let mut signalled = false;
+            let mut passed = 0;
+            let mut fired_at = None;
+            if locked.armed != NEVER {
+                let (fired, again) = self.state().in_call(|| locked.extra.poll_fired());
+                signalled |= again;
+                if fired {
+                    fired_at = Some(locked.armed);
+                    passed = locked.armed;
+                    locked.armed = NEVER;
+                }
+            }
+            let home = locked.extra.home_now();
+            if let Some(now) = home {
+                // Only what is a whole tick behind the clock: a reply completing in
+                // the same tick as its deadline must win, as with tokio's `timeout`.
+                passed = passed.max(now.saturating_sub(TICK_NANOS));
+            }
+            // The latest point that may share a tick tokio has passed.
+            let bound = match (home, fired_at) {
+                (Some(now), _) => now,
+                (None, Some(at)) => at.saturating_add(TICK_NANOS - 1),
+                (None, None) => 0,
+            };
+            let probe = (!probed)
+                .then(|| locked.core.latest_at_or_before(bound))
+                .flatten()
+                .filter(|&probe| probe > passed);
+            if let Some(probe) = probe {
+                probed = true;
+                let ((), again) = self.state().in_call(|| locked.extra.reset(probe));
+                signalled |= again;
+                let (fired, again) = self.state().in_call(|| locked.extra.poll_fired());
+                signalled |= again;
+                if fired {
+                    passed = probe;
+                    locked.armed = NEVER;
+                } else {
+                    locked.armed = probe; // registered there, and polled
+                }
+            }
+            let next = self.expire(locked, passed, &mut wake);
+            let armed = locked.armed;
+            if next == NEVER || (armed != NEVER && armed <= next) {
+                // Nothing left, or the entry already fires first (a cancelled
+                // earliest request: the entry fires early once and re-arms then).
+                // Done, unless a fire came while the entry was called.
+                if !signalled {
+                    return (wake, false);
+                }
+                continue;
+            }
+            let ((), _) = self.state().in_call(|| locked.extra.reset(next));
+            locked.armed = next;
+            // The next round polls it (registering the set's waker, so that the
+            // invariant on `armed` holds); if `next` has passed too, or tokio fired
+            // it inside the reset, that poll reports the fire.
+        }
+        (wake, true)
+    }
+
+    /// After the lock: wakes the expired requests' tasks, and services again while
+    /// the last service asked for it (through the hand-off: the lock may be taken).
+    pub fn after_service(&self, (wake, mut more): Serviced) {
+        wake_all(wake);
+        while more {
+            match self.state().signal(|locked| self.service(locked)) {
+                Some((wake, again)) => {
+                    wake_all(wake);
+                    more = again;
+                }
+                None => more = false, // the holder services
+            }
+        }
+    }
+
+    /// The entry fired (or tokio asks for a re-poll): service the set now, or hand it
+    /// to the holder inside its call into the entry.
+    pub fn signal(&self) {
+        if let Some(serviced) = self.state().signal(|locked| self.service(locked)) {
+            self.after_service(serviced);
+        }
+    }
+}
+
+/// Wakes each waker (after the lock).
+pub fn wake_all(wakers: Vec<Waker>) {
+    for waker in wakers {
+        waker.wake();
+    }
+}

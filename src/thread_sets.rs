@@ -1,0 +1,205 @@
+//! Each thread's deadline sets: the set it owns for each runtime it makes timers in
+//! (usually one), found by runtime id without a lock, and how a filing learns that
+//! it runs on its set's owner thread (which then answers it without the lock).
+//!
+//! A thread-local list, so that a thread's timers reach their set with no shared
+//! count touched. A miss (the thread's first timer in a runtime) goes through the
+//! runtime's record (`crate::runtime_life`): an orphan set of that runtime (its
+//! thread exited) is adopted, or a set comes from the pool. Sets of runtimes that
+//! have gone leave the list at the thread's next miss, and all of them when the
+//! thread exits.
+//!
+//! A timer made where the list cannot be reached (inside another thread-local's
+//! destructor, after this one's) still works: it uses an orphan set of its runtime,
+//! which no thread owns, through the lock.
+
+use crate::core::deadline_set::OwnerView;
+use crate::deadline_set::{Bound, DeadlineSet};
+use crate::runtime_life::RuntimeLife;
+use std::cell::RefCell;
+use tokio::runtime::Id;
+
+thread_local! {
+    static THREAD: RefCell<ThreadSets> = const { RefCell::new(ThreadSets { owned: Vec::new() }) };
+}
+
+/// A set this thread owns.
+struct Owned {
+    set: &'static DeadlineSet,
+    generation: u64,
+    runtime: Id,
+    life: RuntimeLife,
+    view: OwnerView,
+}
+
+struct ThreadSets {
+    owned: Vec<Owned>,
+}
+
+impl Drop for ThreadSets {
+    /// The thread exits: its sets go to their runtimes' next threads (or, for gone
+    /// runtimes, back to the pool once their filings are gone).
+    fn drop(&mut self) {
+        for owned in self.owned.drain(..) {
+            owned.set.release_owner(owned.generation, owned.view);
+        }
+    }
+}
+
+/// The current thread's set for the current runtime.
+///
+/// # Panics
+///
+/// tokio's own panic outside a runtime, or in one without the time driver (at the
+/// caller).
+#[track_caller]
+#[inline]
+pub(crate) fn current() -> Bound {
+    let handle = tokio::runtime::Handle::current();
+    let runtime = handle.id();
+    let hit = THREAD.try_with(|thread| {
+        let thread = thread.try_borrow().ok()?;
+        thread
+            .owned
+            .iter()
+            .find(|owned| owned.runtime == runtime && !owned.life.is_gone())
+            .map(|owned| Bound::new(Some(owned.set), owned.generation, runtime))
+    });
+    match hit {
+        Ok(Some(bound)) => bound,
+        _ => miss(&handle),
+    }
+}
+
+/// Runs `f` with this thread's view of `set` in binding `generation` if this thread
+/// owns it, else with `None` (the lock path). `f` must not run code that can reach
+/// this module again (it runs inside the thread's list, borrowed): wakers it
+/// replaces or expires are dropped and woken by the caller after it returns.
+#[inline]
+pub(crate) fn with_view<R>(
+    set: &'static DeadlineSet,
+    generation: u64,
+    f: impl FnOnce(Option<&mut OwnerView>) -> R,
+) -> R {
+    let mut f = Some(f);
+    let owned = THREAD.try_with(|thread| {
+        let mut thread = thread.try_borrow_mut().ok()?;
+        let owned = thread
+            .owned
+            .iter_mut()
+            .find(|owned| std::ptr::eq(owned.set, set) && owned.generation == generation)?;
+        let f = f.take().expect("called once");
+        Some(f(Some(&mut owned.view)))
+    });
+    match owned {
+        Ok(Some(result)) => result,
+        _ => (f.take().expect("called once"))(None),
+    }
+}
+
+/// The slow path of [`current`]: the thread's first timer in this runtime (or its
+/// first since the runtime it had a set for went).
+#[cold]
+#[track_caller]
+fn miss(handle: &tokio::runtime::Handle) -> Bound {
+    let runtime = handle.id();
+    let life = RuntimeLife::of(handle);
+    prune();
+    if life.is_gone() {
+        return Bound::new(None, 0, runtime);
+    }
+    let can_own = THREAD
+        .try_with(|thread| thread.try_borrow_mut().is_ok())
+        .unwrap_or(false);
+    if !can_own {
+        return unowned(&life, runtime);
+    }
+    let adopted = std::iter::from_fn(|| life.orphan(true))
+        .find_map(|(set, generation)| Some((set, generation, set.adopt(generation)?)));
+    let (set, generation, view) = match adopted {
+        Some(adopted) => adopted,
+        None => match DeadlineSet::bind(&life, runtime, true) {
+            Some((set, generation, view)) => (set, generation, view.expect("a thread's")),
+            None => return Bound::new(None, 0, runtime), // the runtime went meanwhile
+        },
+    };
+    let mut owned = Some(Owned {
+        set,
+        generation,
+        runtime,
+        life,
+        view,
+    });
+    let _ = THREAD.try_with(|thread| {
+        if let Ok(mut thread) = thread.try_borrow_mut() {
+            thread.owned.push(owned.take().expect("pushed once"));
+        }
+    });
+    if let Some(owned) = owned {
+        // Unreachable in practice (checked above); leave it to the runtime.
+        owned.set.release_owner(owned.generation, owned.view);
+    }
+    Bound::new(Some(set), generation, runtime)
+}
+
+/// A set for a thread that cannot own one (its list is gone or busy): an orphan of
+/// the runtime, used by such threads through the lock.
+#[cold]
+#[track_caller]
+fn unowned(life: &RuntimeLife, runtime: Id) -> Bound {
+    if let Some((set, generation)) = life.orphan(false) {
+        return Bound::new(Some(set), generation, runtime);
+    }
+    match DeadlineSet::bind(life, runtime, false) {
+        Some((set, generation, _)) => Bound::new(Some(set), generation, runtime),
+        None => Bound::new(None, 0, runtime),
+    }
+}
+
+/// Lets go of the sets of runtimes that have gone.
+fn prune() {
+    let gone = THREAD
+        .try_with(|thread| {
+            let Ok(mut thread) = thread.try_borrow_mut() else {
+                return Vec::new();
+            };
+            let (gone, kept) =
+                std::mem::take(&mut thread.owned)
+                    .into_iter()
+                    .partition(|owned: &Owned| {
+                        owned.life.is_gone() || !owned.set.is_open(owned.generation)
+                    });
+            thread.owned = kept;
+            gone
+        })
+        .unwrap_or_default();
+    // Outside the borrow: a release may drop wakers, whose drop may run any code.
+    for owned in gone {
+        owned.set.release_owner(owned.generation, owned.view);
+    }
+}
+
+/// How many sets this thread owns (for tests).
+#[cfg(all(test, not(lazy_deadline_loom)))]
+pub(crate) fn owned_here() -> usize {
+    THREAD.with(|thread| thread.borrow().owned.len())
+}
+
+/// Puts a set in this thread's list as if it were `runtime`'s (a runtime that
+/// reused a gone runtime's id), for tests.
+#[cfg(all(test, not(lazy_deadline_loom)))]
+pub(crate) fn stand_in(set: &'static DeadlineSet, generation: u64, runtime: Id, life: RuntimeLife) {
+    let view = crate::core::deadline_set::SetCore::default().owner_view();
+    THREAD.with(|thread| {
+        thread.borrow_mut().owned.insert(
+            0,
+            Owned {
+                set,
+                generation,
+                runtime,
+                life,
+                view,
+            },
+        )
+    });
+}
