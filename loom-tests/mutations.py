@@ -3,8 +3,9 @@
 core in turn, runs the one model meant to catch it, reports CAUGHT / NOT CAUGHT, and
 restores the source. A binary named "T:<name>" is an ordinary test of the crate
 (`cargo test --test <name>`), for what only a tokio runtime shows; "L:<name>" is an
-ordinary test of this crate (not a model), and "U:<module path>" a unit test of the
-crate's library. Usage: python3 loom-tests/mutations.py [INDEX ...], or --check to
+ordinary test of this crate (not a model), "U:<module path>" a unit test of the
+crate's library, and "C:<crate>" one of our checks added to a client's suite by
+.ci/client_suites.py (its timers swapped to ours). Usage: python3 loom-tests/mutations.py [INDEX ...], or --check to
 verify only that every seeded bug still applies to the code it seeds (CI runs that)."""
 import subprocess, sys, os
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -224,6 +225,61 @@ M = [
  ("time base: a saturated deadline reads as tokio's far future (now + 30 years)", "src/time_base.rs",
   "        return Instant::from_std(base.never);", "        return Instant::now() + FAR_FUTURE;",
   "T:bad_input", "a_saturated_deadline_read_out_and_given_back_stays_never"),
+ ("service: a fire handed to the holder while it polls the entry is ignored", "src/core/service.rs",
+  "                signalled |= again;\n                if fired {\n                    fired_at = Some(locked.armed);",
+  "                let _ = again;\n                if fired {\n                    fired_at = Some(locked.armed);",
+  "service", "a_fire_handed_to_the_holder_mid_call_expires_every_due_request"),
+ ("Timeout: the deadline is not checked outside the budget the future spent", "src/timeout.rs",
+  "        if had_budget && !tokio::task::coop::has_budget_remaining() {",
+  "        if false {",
+  "T:deadline_set_traps", "a_timeout_elapses_when_its_future_spends_the_budget"),
+ ("deadline set: the entry is polled inside the task's budget", "src/deadline_set.rs",
+  "        let entry = std::pin::pin!(tokio::task::unconstrained(sleep.as_mut()));",
+  "        let entry = std::pin::pin!(sleep.as_mut());",
+  "T:deadline_set_traps", "a_filing_from_a_task_that_spent_its_budget_settles"),
+ ("deadline set: the passed mark is read with < (a deadline at the mark is pending)", "src/core/shared_set.rs",
+  "        deadline <= self.passed.load(Ordering::Acquire)",
+  "        deadline < self.passed.load(Ordering::Acquire)",
+  "T:deadline_set_traps", "timers_on_an_idle_set_complete_exactly_at_their_deadline"),
+ ("deadline set: a filing never arms an unarmed entry", "src/deadline_set.rs",
+  "    (deadline < locked.armed).then(|| set.shared.service(locked))",
+  "    (deadline < locked.armed && locked.armed != u64::MAX).then(|| set.shared.service(locked))",
+  "T:deadline_set_traps", "timers_on_an_idle_set_complete_exactly_at_their_deadline"),
+ ("deadline set: the owner's answer never gives its slot back", "src/core/owner_view.rs",
+  "        self.to_reclaim.push(filed);", "        let _ = filed;",
+  "deadline_set", "the_owners_lock_free_answer_racing_the_fire_gives_the_slot_back_once"),
+ ("deadline set: the fire claims a slot with a blind store (an answered request is woken)", "src/core/deadline_set.rs",
+  "            .compare_exchange(\n                word(ticket, TAG_PENDING),\n                word(ticket, TAG_FIRED),\n                Ordering::Relaxed,\n                Ordering::Relaxed,\n            )\n            .is_ok();",
+  "            .swap(word(ticket, TAG_FIRED), Ordering::Relaxed)\n            != u64::MAX;",
+  "U:core::deadline_set::tests", "a_request_its_owner_answered_is_never_woken_by_a_later_fire"),
+ ("deadline set: a close does not wake the waiting requests", "src/core/shared_set.rs",
+  "        locked.core.close(wake);", "        locked.core.close(&mut Vec::new());",
+  "T:lifecycle", "a_plain_executor_waiting_at_shutdown_is_woken_and_gets_tokios_panic"),
+ ("deadline set: a close keeps the entry (and the runtime's handle)", "src/deadline_set.rs",
+  "            (locked.extra.sleep.take(), locked.extra.waker.take(), idle)",
+  "            (None::<Option<()>>, None::<Option<()>>, idle)",
+  "T:lifecycle_flat", "a_dropped_runtime_gives_its_descriptors_back_at_once"),
+ ("runtime life: the sentinel never closes the runtime's sets", "src/runtime_life.rs",
+  "            set.close(generation);", "            let _ = (set, generation);",
+  "T:lifecycle", "drop_runtime_returns_and_a_blocking_waiter_sees_what_tokios_sees"),
+ ("deadline set: a retired set keeps its generation (it can be pooled twice)", "src/deadline_set.rs",
+  "            self.shared.retire(locked);\n", "",
+  "U:deadline_set::tests", "a_set_goes_back_to_the_pool_once_however_often_it_is_let_go"),
+ ("service: no probe of the tick (one re-arm per deadline of a tick)", "src/core/service.rs",
+  "            let probe = (!probed)", "            let probe = (false && !probed)",
+  "U:deadline_set::tests", "deadlines_that_share_a_tick_expire_in_one_service_with_one_or_two_rearms"),
+ ("thread sets: a gone runtime's set serves a runtime with its id", "src/thread_sets.rs",
+  "            .find(|owned| owned.runtime == runtime && !owned.life.is_gone())",
+  "            .find(|owned| owned.runtime == runtime)",
+  "U:deadline_set::tests", "a_set_of_a_gone_runtime_is_never_taken_for_a_runtime_with_its_id"),
+ ("deadline set: a deadline its own filing found passed is reported pending", "src/deadline_set.rs",
+  "                if filing.has_passed(deadline) {\n                    return FileResult::Passed;",
+  "                if false {\n                    return FileResult::Passed;",
+  "T:interval_differential", "a_burst_catches_up_no_later_than_tokio"),
+ ("Sleep: reset does nothing (tower's own suite still passes)", "src/sleep.rs",
+  "    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {\n        let this = self.project();",
+  "    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {\n        if true {\n            let _ = deadline;\n            return;\n        }\n        let this = self.project();",
+  "C:tower", "the_rate_limiter_lets_each_periods_calls_through_at_its_start"),
 ]
 args = sys.argv[1:]
 if args == ["--check"]:
@@ -248,6 +304,8 @@ for i,(name, f, old, new, binary, test) in enumerate(M):
             cmd = ["cargo","test","-q","-p","lazy-deadline","--all-features","--test",binary[2:],"--",test,"--exact"]
         elif binary.startswith("U:"):
             cmd = ["cargo","test","-q","-p","lazy-deadline","--lib","--",binary[2:] + "::" + test,"--exact"]
+        elif binary.startswith("C:"):
+            cmd = ["python3", ".ci/client_suites.py", binary[2:], "--", "--test", "lazy_deadline_checks", "--", test, "--exact"]
         elif binary.startswith("L:"):
             cmd = ["cargo","test","-q","-p","loom-tests","--test",binary[2:],"--",test,"--exact"]
         else:

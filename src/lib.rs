@@ -51,6 +51,11 @@
 //!   [`TimerKind`] whose `COUNT` is outside `1..=64` or whose `index` is not below
 //!   it; and [`DelayQueue`]'s `remove`, `reset_at`, `reset` and `deadline` on a key
 //!   that is not in the queue, as tokio-util's do.
+//! - **A lifecycle as tokio's**: a timer belongs to the runtime it is made in and can be
+//!   awaited anywhere, judged by that runtime's clock; when the runtime shuts down,
+//!   whatever waits on its timers is woken (and a poll from outside it gets tokio's
+//!   panic), `drop(runtime)` never waits on them, and nothing the crate keeps holds a
+//!   gone runtime (its driver, its file descriptors).
 //! - No `unsafe` code.
 //!
 //! The whole list, with what every kind of bad input does and how the tests check

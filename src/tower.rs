@@ -100,9 +100,8 @@ impl<S> Layer<S> for TimeoutLayer {
 ///
 /// # Panics
 ///
-/// [`Service::call`] panics outside a tokio runtime, as tower's does. A runtime
-/// without the time driver panics at the response's first pending poll (tower's at
-/// the call).
+/// [`Service::call`] panics outside a tokio runtime, or in one without the time
+/// driver, as tower's does.
 ///
 /// # Examples
 ///

@@ -221,3 +221,19 @@ fn close_wakes_every_pending_request_once() {
     set.reclaim(&mut view);
     assert_eq!(set.filings(), 1, "the remote filing until it is dropped");
 }
+
+#[test]
+fn a_request_its_owner_answered_is_never_woken_by_a_later_fire() {
+    // The owner's answer lands before the fire (the common order): the fire's claim
+    // sees it and skips the request, even before the slot is given back.
+    let (mut set, mut view) = core_and_view();
+    let (flag, waker) = crate::core::tests_support::counting_waker();
+    let (answered, _, _) = set.file_owned(10, &waker, &mut view);
+    let (_, _, _) = set.file_remote(10, &waker);
+    view.cancel(answered);
+    let mut wake = Vec::new();
+    set.expire(10, &mut wake);
+    assert_eq!(wake.len(), 1, "only the pending one");
+    crate::core::service::wake_all(wake);
+    assert_eq!(flag.wakes(), 1);
+}
