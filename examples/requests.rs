@@ -15,8 +15,19 @@
 //! sends the request and a oneshot over an mpsc channel; the server replies at once),
 //! with no timeout, tokio's and ours around each call.
 //!
+//! Then two shapes beside those: requests answered at their timeout's first poll
+//! (the timeout's whole life is the call and one poll), and a rate limiter's timer:
+//! each task's one `Sleep`, fired, reset to now + 1 ms and polled after a yield (what
+//! tower's `RateLimit` does between periods), measured as CPU time per period, since
+//! the wall time is the waiting.
+//!
+//! On 1 and more workers, `lazy_deadline::timeout` also runs on a runtime built with
+//! `on_thread_start(lazy_deadline::on_thread_start)` ("pinned"): its threads skip the
+//! runtime lookup.
+//!
 //! Its check (exit status 1): every request and call of every variant completed in
-//! time (none may elapse: the deadline is 5 s and a request takes microseconds).
+//! time (none may elapse: the deadline is 5 s and a request takes microseconds), and
+//! every period of the rate limiter's timer lasted at least its millisecond.
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -59,6 +70,8 @@ enum Variant {
     TokioSleep,
     LazySleep,
     Pingora,
+    /// `Lazy` on a runtime whose threads are pinned to it (`on_thread_start`).
+    LazyPinned,
 }
 
 impl Variant {
@@ -70,6 +83,7 @@ impl Variant {
             Variant::TokioSleep => "tokio::time::sleep select",
             Variant::LazySleep => "lazy_deadline::sleep select",
             Variant::Pingora => "pingora fast_timeout",
+            Variant::LazyPinned => "lazy_deadline::timeout, pinned",
         }
     }
 }
@@ -83,7 +97,7 @@ async fn request(variant: Variant) -> bool {
             true
         }
         Variant::Tokio => tokio::time::timeout(DEADLINE, req).await.is_ok(),
-        Variant::Lazy => lazy_deadline::timeout(DEADLINE, req).await.is_ok(),
+        Variant::Lazy | Variant::LazyPinned => lazy_deadline::timeout(DEADLINE, req).await.is_ok(),
         // A fresh sleep per request raced in a `select!`, the request first (as a
         // timeout polls it).
         Variant::TokioSleep => tokio::select! {
@@ -102,7 +116,9 @@ async fn request(variant: Variant) -> bool {
     }
 }
 
-fn runtime(workers: usize) -> tokio::runtime::Runtime {
+/// A runtime of `workers` workers (0: current-thread), its threads pinned to it for
+/// our timers when `pinned` (`on_thread_start`).
+fn runtime(workers: usize, pinned: bool) -> tokio::runtime::Runtime {
     let mut builder = if workers == 0 {
         tokio::runtime::Builder::new_current_thread()
     } else {
@@ -110,7 +126,91 @@ fn runtime(workers: usize) -> tokio::runtime::Runtime {
         b.worker_threads(workers);
         b
     };
+    if pinned {
+        builder.on_thread_start(lazy_deadline::on_thread_start);
+    }
     builder.enable_time().build().unwrap()
+}
+
+/// One request answered at once under `variant`: the timeout's whole life is the
+/// call and one poll.
+async fn ready_request(variant: Variant) -> bool {
+    let req = std::future::ready(());
+    match variant {
+        Variant::Tokio => tokio::time::timeout(DEADLINE, req).await.is_ok(),
+        Variant::Lazy | Variant::LazyPinned => lazy_deadline::timeout(DEADLINE, req).await.is_ok(),
+        _ => {
+            req.await;
+            true
+        }
+    }
+}
+
+/// ns per request answered at its first poll (see [`ready_request`]).
+fn measure_ready(rt: &tokio::runtime::Runtime, variant: Variant, per_task: usize) -> (f64, bool) {
+    rt.block_on(async {
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                tokio::spawn(async move {
+                    let mut ok = true;
+                    for i in 0..per_task {
+                        ok &= ready_request(variant).await;
+                        if i % 64 == 63 {
+                            tokio::task::yield_now().await; // let the others run
+                        }
+                    }
+                    ok
+                })
+            })
+            .collect();
+        let mut ok = true;
+        for task in tasks {
+            ok &= task.await.unwrap();
+        }
+        let ns = start.elapsed().as_nanos() as f64 / (TASKS * per_task) as f64;
+        (ns, ok)
+    })
+}
+
+/// The rate limiter's timer: each task's one `Sleep`, fired, reset to now + 1 ms and
+/// polled after a yield, `periods` times. CPU ns per period (all of the process's
+/// threads), and whether every task took at least its `periods` milliseconds.
+fn measure_refire(rt: &tokio::runtime::Runtime, variant: Variant, periods: usize) -> (f64, bool) {
+    const PERIOD: Duration = Duration::from_millis(1);
+    rt.block_on(async {
+        let (cpu, start) = (cli::cpu_ns(), Instant::now());
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                tokio::spawn(async move {
+                    let begun = Instant::now();
+                    macro_rules! periods {
+                        ($sleep:expr) => {{
+                            let sleep = $sleep;
+                            tokio::pin!(sleep);
+                            for _ in 0..periods {
+                                sleep.as_mut().await;
+                                sleep.as_mut().reset(tokio::time::Instant::now() + PERIOD);
+                                tokio::task::yield_now().await;
+                            }
+                        }};
+                    }
+                    match variant {
+                        Variant::Tokio => periods!(tokio::time::sleep(PERIOD)),
+                        _ => periods!(lazy_deadline::sleep(PERIOD)),
+                    }
+                    begun.elapsed() >= PERIOD * periods as u32
+                })
+            })
+            .collect();
+        let mut ok = true;
+        for task in tasks {
+            ok &= task.await.unwrap();
+        }
+        let _ = start;
+        let ns = (cli::cpu_ns() - cpu) as f64 / (TASKS * periods) as f64;
+        (ns, ok)
+    })
 }
 
 /// ns per request for `per_task` requests in each of the 64 tasks, and whether all
@@ -217,22 +317,21 @@ fn medians(variants: &[Variant], mut run: impl FnMut(Variant) -> (f64, bool)) ->
 fn report(workload: &str, label: &str, variants: &[Variant], median: &[f64]) {
     println!("-- {label}, {workload}");
     for (i, &variant) in variants.iter().enumerate() {
-        let own = (median[i] - median[0]).max(0.0);
-        println!(
-            "  {:<28} {:>8.1} ns   own {:>7.1} ns",
-            variant.name(),
-            median[i],
-            own
-        );
+        // Where the first variant is the workload alone, what each one adds to it.
+        let own = if variants[0] == Variant::Alone {
+            format!("   own {:>7.1} ns", (median[i] - median[0]).max(0.0))
+        } else {
+            String::new()
+        };
+        println!("  {:<32} {:>8.1} ns{own}", variant.name(), median[i]);
         record::record_value(&format!("{workload}/{label}/{variant:?}/ns"), median[i]);
     }
 }
 
-fn main() -> ExitCode {
-    let seconds = cli::arg("--duration").unwrap_or(20.0);
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let configs: Vec<usize> = std::iter::once(0).chain(1..=cores).collect();
-    let variants = [
+/// The variants of the per-request workloads on a configuration: the pinned one only
+/// where the runtime starts its threads (not on current-thread).
+fn request_variants(workers: usize) -> Vec<Variant> {
+    let mut variants = vec![
         Variant::Alone,
         Variant::Tokio,
         Variant::Lazy,
@@ -240,9 +339,25 @@ fn main() -> ExitCode {
         Variant::TokioSleep,
         Variant::LazySleep,
     ];
+    if workers > 0 {
+        variants.push(Variant::LazyPinned);
+    }
+    variants
+}
+
+fn main() -> ExitCode {
+    let seconds = cli::arg("--duration").unwrap_or(20.0);
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let configs: Vec<usize> = std::iter::once(0).chain(1..=cores).collect();
     // Size the work to the time: a calibration round per configuration and workload,
     // then RUNS alternating runs of every variant sharing what is left.
-    let runs_per_config = (variants.len() + RPC_VARIANTS.len()) * RUNS;
+    let ready_variants = [Variant::Alone, Variant::Tokio, Variant::Lazy];
+    let refire_variants = [Variant::Tokio, Variant::Lazy];
+    let runs_per_config = (request_variants(1).len()
+        + RPC_VARIANTS.len()
+        + ready_variants.len()
+        + refire_variants.len())
+        * RUNS;
     let budget = Duration::from_secs_f64(seconds) / (configs.len() * runs_per_config) as u32;
     println!("load average at start: {}", cli::load());
     println!(
@@ -251,15 +366,24 @@ fn main() -> ExitCode {
     );
     let mut all_ok = true;
     for &workers in &configs {
-        let rt = runtime(workers);
+        let rt = runtime(workers, false);
+        let pinned = runtime(workers, true);
+        let on = |variant: Variant| {
+            if variant == Variant::LazyPinned {
+                &pinned
+            } else {
+                &rt
+            }
+        };
         let label = if workers == 0 {
             "current-thread".to_string()
         } else {
             format!("{workers} worker{}", if workers == 1 { "" } else { "s" })
         };
+        let variants = request_variants(workers);
         let (probe, _) = measure(&rt, Variant::Tokio, 200);
         let per_task = ((budget.as_nanos() as f64 / probe / TASKS as f64) as usize).max(50);
-        let (median, ok) = medians(&variants, |variant| measure(&rt, variant, per_task));
+        let (median, ok) = medians(&variants, |variant| measure(on(variant), variant, per_task));
         all_ok &= ok;
         report("requests", &label, &variants, &median);
         let own = |i: usize| (median[i] - median[0]).max(0.1);
@@ -270,6 +394,13 @@ fn main() -> ExitCode {
             median[3] / median[2],
             own(4) / own(5)
         );
+        if let Some(i) = variants.iter().position(|&v| v == Variant::LazyPinned) {
+            println!(
+                "  pinned: request + timeout {:.1}x, own cost {:.1}x lower than tokio's",
+                median[1] / median[i],
+                own(1) / own(i)
+            );
+        }
         let (probe, _) = measure_rpc(&rt, Variant::Tokio, 200);
         let per_task = ((budget.as_nanos() as f64 / probe / TASKS as f64) as usize).max(50);
         let (median, ok) = medians(&RPC_VARIANTS, |variant| measure_rpc(&rt, variant, per_task));
@@ -278,6 +409,30 @@ fn main() -> ExitCode {
         println!(
             "  ours vs tokio: RPC + timeout {:.2}x",
             median[1] / median[2]
+        );
+        let (probe, _) = measure_ready(&rt, Variant::Tokio, 1_000);
+        let per_task = ((budget.as_nanos() as f64 / probe / TASKS as f64) as usize).max(100);
+        let (median, ok) = medians(&ready_variants, |variant| {
+            measure_ready(&rt, variant, per_task)
+        });
+        all_ok &= ok;
+        report("ready", &label, &ready_variants, &median);
+        let own = |i: usize| (median[i] - median[0]).max(0.1);
+        println!(
+            "  answered at the first poll: request + timeout {:.2}x, own cost {:.1}x lower than tokio's",
+            median[1] / median[2],
+            own(1) / own(2)
+        );
+        // A period is a millisecond of wall time whatever the CPU: size by that.
+        let periods = ((budget.as_secs_f64() * 1e3) as usize).clamp(20, 2_000);
+        let (median, ok) = medians(&refire_variants, |variant| {
+            measure_refire(&rt, variant, periods)
+        });
+        all_ok &= ok;
+        report("refire", &label, &refire_variants, &median); // CPU ns per period
+        println!(
+            "  a fired Sleep reset and polled after a yield: CPU per period {:.2}x lower than tokio's",
+            median[0] / median[1]
         );
     }
     println!("load average at end: {}", cli::load());

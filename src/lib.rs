@@ -281,6 +281,7 @@ mod memory;
 #[cfg(feature = "quinn")]
 #[cfg_attr(docsrs, doc(cfg(feature = "quinn")))]
 pub mod quinn;
+mod runtime_hooks;
 mod runtime_life;
 mod sleep;
 mod slot_timer;
@@ -303,6 +304,7 @@ pub use idle_timeout::{ActivityHandle, IdleTimeout};
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use key_handle::KeyHandle;
 pub use kind::{Iter as KindSetIter, KindSet, TimerKind};
+pub use runtime_hooks::on_thread_start;
 pub use sleep::{sleep, sleep_until, Sleep};
 pub use slot_timer::{SlotBatch, SlotHandle, SlotTimer};
 pub use stats::Stats;

@@ -20,7 +20,12 @@ use std::cell::RefCell;
 use tokio::runtime::Id;
 
 thread_local! {
-    static THREAD: RefCell<ThreadSets> = const { RefCell::new(ThreadSets { owned: Vec::new() }) };
+    static THREAD: RefCell<ThreadSets> = const {
+        RefCell::new(ThreadSets {
+            owned: Vec::new(),
+            pinned: None,
+        })
+    };
 }
 
 /// A set this thread owns.
@@ -34,6 +39,9 @@ struct Owned {
 
 struct ThreadSets {
     owned: Vec<Owned>,
+    /// The runtime that started this thread, if it said so ([`pin_to_current`]):
+    /// timers made here are its, with no runtime lookup.
+    pinned: Option<Id>,
 }
 
 impl Drop for ThreadSets {
@@ -55,6 +63,9 @@ impl Drop for ThreadSets {
 #[track_caller]
 #[inline]
 pub(crate) fn current() -> Bound {
+    if let Some(bound) = pinned() {
+        return bound;
+    }
     let handle = tokio::runtime::Handle::current();
     let runtime = handle.id();
     let hit = THREAD.try_with(|thread| {
@@ -69,6 +80,41 @@ pub(crate) fn current() -> Bound {
         Ok(Some(bound)) => bound,
         _ => miss(&handle),
     }
+}
+
+/// The set of the runtime this thread was pinned to, while that runtime lives: one
+/// thread-local read, no runtime lookup.
+#[inline]
+fn pinned() -> Option<Bound> {
+    THREAD
+        .try_with(|thread| {
+            let thread = thread.try_borrow().ok()?;
+            let runtime = thread.pinned?;
+            thread
+                .owned
+                .iter()
+                .find(|owned| owned.runtime == runtime && !owned.life.is_gone())
+                .map(|owned| Bound::new(Some(owned.set), owned.generation, runtime))
+        })
+        .ok()
+        .flatten()
+}
+
+/// Pins this thread to the current runtime (see [`crate::on_thread_start`]): its set
+/// for that runtime is made now, and timers made on this thread skip the runtime
+/// lookup from here on, while that runtime lives.
+///
+/// # Panics
+///
+/// tokio's own panic outside a runtime, or in one without the time driver.
+#[track_caller]
+pub(crate) fn pin_to_current() {
+    let bound = current();
+    let _ = THREAD.try_with(|thread| {
+        if let Ok(mut thread) = thread.try_borrow_mut() {
+            thread.pinned = Some(bound.runtime());
+        }
+    });
 }
 
 /// Runs `f` with this thread's view of `set` in binding `generation` if this thread

@@ -345,9 +345,13 @@ impl SetCore {
     /// is free at once) and its waker goes to `wake`.
     fn fire(&mut self, record: Record, wake: &mut Vec<Waker>) {
         let Record { index, ticket, .. } = record;
+        // A stale record may name a slot that is gone (the slots shrank after a burst):
+        // looked up, never indexed.
         if index & REMOTE != 0 {
             let i = (index & !REMOTE) as usize;
-            let slot = &mut self.remote[i];
+            let Some(slot) = self.remote.get_mut(i) else {
+                return;
+            };
             if !slot.taken || slot.ticket != ticket {
                 return;
             }
@@ -358,7 +362,9 @@ impl SetCore {
             self.lanes.lane_done(lane);
             return;
         }
-        let slot = &mut self.slots[index as usize];
+        let Some(slot) = self.slots.get_mut(index as usize) else {
+            return;
+        };
         if !slot.taken || slot.ticket != ticket || slot.fired {
             return;
         }

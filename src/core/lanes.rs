@@ -169,6 +169,8 @@ impl Lanes {
             lane.records.retain(|r| live(r.index, r.ticket));
             shrink(&mut lane.records);
         }
+        self.ordered
+            .retain(|&(_, index, ticket)| live(index, ticket));
     }
 
     /// Pending records (their count), for tests.

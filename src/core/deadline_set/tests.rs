@@ -237,3 +237,33 @@ fn a_request_its_owner_answered_is_never_woken_by_a_later_fire() {
     crate::core::service::wake_all(wake);
     assert_eq!(flag.wakes(), 1);
 }
+
+#[test]
+fn stale_records_of_slots_given_back_after_a_burst_are_skipped() {
+    // A burst of remote filings, all cancelled: the remote slots are given back and
+    // their memory freed, while their records are still in the lanes. Expiring them
+    // must skip them (never index a slot that is gone), and so for the owner's.
+    let (mut set, mut view) = core_and_view();
+    let w = Waker::noop();
+    let remote: Vec<_> = (0..SHRINK_KEEP as u64 + 50)
+        .map(|i| set.file_remote(100 + i, w).0)
+        .collect();
+    for filed in remote {
+        set.cancel_locked(filed);
+    }
+    let mut wake = Vec::new();
+    assert_eq!(set.expire(u64::MAX - 2, &mut wake), NEVER);
+    assert!(wake.is_empty());
+    // The owner's: a burst in the ordered set (each deadline earlier than the last),
+    // answered, the slots shrunk, then a fire.
+    let owned: Vec<_> = (0..2 * SHRINK_KEEP as u64)
+        .map(|i| set.file_owned(10_000 - i, w, &mut view).0)
+        .collect();
+    for filed in owned {
+        view.cancel(filed);
+    }
+    set.reclaim(&mut view);
+    assert_eq!(set.expire(u64::MAX - 2, &mut wake), NEVER);
+    assert!(wake.is_empty());
+    assert_eq!(set.filings(), 0);
+}

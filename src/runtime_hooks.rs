@@ -1,0 +1,49 @@
+//! `on_thread_start`: an opt-in hook for a runtime's builder that spares the timers
+//! made on the runtime's own threads their runtime lookup.
+
+/// A hook for [`tokio::runtime::Builder::on_thread_start`]: the threads the runtime
+/// starts (its workers and blocking threads) are pinned to it, so that a timer made
+/// on them ([`sleep`](crate::sleep), [`timeout`](crate::timeout),
+/// [`interval`](crate::interval), ...) finds its deadline set with one thread-local
+/// read, instead of looking the current runtime up (tokio's `Handle::current`, a
+/// reference count that every worker touches: a contended cache line on a busy
+/// multi-thread runtime).
+///
+/// What it changes, and when to leave it out: on a pinned thread, a timer belongs to
+/// the thread's runtime even inside another runtime's context (another runtime's
+/// `Handle::enter` or `block_on` on a blocking thread of this one), where an unpinned
+/// timer, like tokio's, belongs to the runtime of that context. With real clocks the
+/// two runtimes' clocks agree and nothing differs but which driver fires the timer;
+/// with a paused clock in either runtime, the pinned thread's runtime judges it. A
+/// thread whose runtime has shut down looks the current runtime up again. A
+/// current-thread runtime starts no thread for its `block_on`, so the hook only
+/// covers its blocking threads.
+///
+/// # Panics
+///
+/// On a runtime built without the time driver (tokio's own panic), as a timer made
+/// there would.
+///
+/// # Examples
+///
+/// ```
+/// let runtime = tokio::runtime::Builder::new_multi_thread()
+///     .worker_threads(2)
+///     .enable_all()
+///     .on_thread_start(lazy_deadline::on_thread_start)
+///     .build()
+///     .unwrap();
+/// runtime.block_on(async {
+///     tokio::spawn(async {
+///         // Made on a worker: no runtime lookup.
+///         let answered = lazy_deadline::timeout(std::time::Duration::from_secs(5), async { 7 });
+///         assert_eq!(answered.await, Ok(7));
+///     })
+///     .await
+///     .unwrap();
+/// });
+/// ```
+#[track_caller]
+pub fn on_thread_start() {
+    crate::thread_sets::pin_to_current();
+}
