@@ -21,8 +21,9 @@
 ///
 /// # Panics
 ///
-/// On a runtime built without the time driver (tokio's own panic), as a timer made
-/// there would.
+/// Outside a runtime, with tokio's message (as a hook of a runtime's builder, never).
+/// A runtime without the time driver is no error here: its threads' timers panic when
+/// they are made, with tokio's message, as they would without the hook.
 ///
 /// # Examples
 ///

@@ -40,8 +40,10 @@ struct Owned {
 struct ThreadSets {
     owned: Vec<Owned>,
     /// The runtime that started this thread, if it said so ([`pin_to_current`]):
-    /// timers made here are its, with no runtime lookup.
-    pinned: Option<Id>,
+    /// timers made here are its, with no runtime lookup. Its handle is kept for the
+    /// thread's first timer (a thread of that runtime holds one anyway: tokio's own
+    /// context for it).
+    pinned: Option<tokio::runtime::Handle>,
 }
 
 impl Drop for ThreadSets {
@@ -63,8 +65,10 @@ impl Drop for ThreadSets {
 #[track_caller]
 #[inline]
 pub(crate) fn current() -> Bound {
-    if let Some(bound) = pinned() {
-        return bound;
+    match pinned() {
+        Some(Ok(bound)) => return bound,
+        Some(Err(handle)) => return first_pinned(&handle),
+        None => {}
     }
     let handle = tokio::runtime::Handle::current();
     let runtime = handle.id();
@@ -84,35 +88,49 @@ pub(crate) fn current() -> Bound {
 
 /// The set of the runtime this thread was pinned to, while that runtime lives: one
 /// thread-local read, no runtime lookup.
+/// `Err` with the pinned runtime's handle when the thread has no set of it yet (or
+/// its set's runtime is gone).
 #[inline]
-fn pinned() -> Option<Bound> {
+fn pinned() -> Option<Result<Bound, tokio::runtime::Handle>> {
     THREAD
         .try_with(|thread| {
             let thread = thread.try_borrow().ok()?;
-            let runtime = thread.pinned?;
-            thread
+            let handle = thread.pinned.as_ref()?;
+            let runtime = handle.id();
+            let found = thread
                 .owned
                 .iter()
                 .find(|owned| owned.runtime == runtime && !owned.life.is_gone())
-                .map(|owned| Bound::new(Some(owned.set), owned.generation, runtime))
+                .map(|owned| Bound::new(Some(owned.set), owned.generation, runtime));
+            Some(found.ok_or_else(|| handle.clone()))
         })
         .ok()
         .flatten()
 }
 
-/// Pins this thread to the current runtime (see [`crate::on_thread_start`]): its set
-/// for that runtime is made now, and timers made on this thread skip the runtime
-/// lookup from here on, while that runtime lives.
+/// A pinned thread's first timer: its runtime's set, found in that runtime's context
+/// whatever context the thread is in now.
+#[cold]
+#[track_caller]
+fn first_pinned(handle: &tokio::runtime::Handle) -> Bound {
+    let _entered = handle.enter();
+    miss(handle)
+}
+
+/// Pins this thread to the current runtime (see [`crate::on_thread_start`]): timers
+/// made on this thread are that runtime's, and once the first has found the thread's
+/// set (the usual way, so a runtime without the time driver panics there, with
+/// tokio's message), they skip the runtime lookup, while that runtime lives.
 ///
 /// # Panics
 ///
-/// tokio's own panic outside a runtime, or in one without the time driver.
+/// tokio's own panic outside a runtime.
 #[track_caller]
 pub(crate) fn pin_to_current() {
-    let bound = current();
+    let mut handle = Some(tokio::runtime::Handle::current());
     let _ = THREAD.try_with(|thread| {
         if let Ok(mut thread) = thread.try_borrow_mut() {
-            thread.pinned = Some(bound.runtime());
+            thread.pinned = handle.take();
         }
     });
 }

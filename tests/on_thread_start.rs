@@ -1,0 +1,118 @@
+//! `lazy_deadline::on_thread_start`: a runtime's threads pinned to it make timers
+//! with no runtime lookup, bound to that runtime, including where the hook's docs say
+//! it differs from tokio (another runtime's context on a pinned thread).
+
+mod common;
+
+use common::{ms, watchdog};
+use std::future::pending;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn pinned(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .max_blocking_threads(2)
+        .thread_keep_alive(ms(5))
+        .enable_all()
+        .on_thread_start(lazy_deadline::on_thread_start)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn timers_on_a_pinned_runtimes_threads_keep_their_semantics() {
+    watchdog("timers on pinned threads", LIMIT, || {
+        let rt = pinned(2);
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..64)
+                .map(|i| {
+                    tokio::spawn(async move {
+                        for _ in 0..20 {
+                            let start = std::time::Instant::now();
+                            let d = ms(1 + (i % 3));
+                            assert!(lazy_deadline::timeout(d, pending::<()>()).await.is_err());
+                            assert!(start.elapsed() >= d, "never early");
+                            assert_eq!(lazy_deadline::timeout(d, async { i }).await, Ok(i));
+                            lazy_deadline::sleep(ms(1)).await;
+                            tokio::task::yield_now().await;
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+            // Blocking threads are the runtime's too (and come and go).
+            for _ in 0..3 {
+                let handle = tokio::runtime::Handle::current();
+                tokio::task::spawn_blocking(move || {
+                    handle.block_on(async {
+                        let start = std::time::Instant::now();
+                        lazy_deadline::sleep(ms(2)).await;
+                        assert!(start.elapsed() >= ms(2));
+                    })
+                })
+                .await
+                .unwrap();
+                tokio::time::sleep(ms(20)).await; // the idle blocking thread exits
+            }
+        });
+        drop(rt);
+    });
+}
+
+#[test]
+fn a_pinned_thread_in_another_runtimes_context_binds_timers_to_its_own_runtime() {
+    // The documented difference: on a blocking thread of pinned runtime A (real
+    // clock), a timer made inside paused runtime B's `block_on` belongs to A, so it
+    // waits for A's real 50 ms, and B's paused clock, which has no timer of its own to
+    // jump to, stays where it is. (Unpinned, like tokio's, it would be B's: B's
+    // clock would jump 50 ms at once.)
+    let waited = watchdog("a pinned thread inside another runtime", LIMIT, || {
+        let a = pinned(1);
+        a.block_on(async {
+            tokio::task::spawn_blocking(|| {
+                let b = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .start_paused(true)
+                    .build()
+                    .unwrap();
+                let real = std::time::Instant::now();
+                let paused = b.block_on(async {
+                    let start = tokio::time::Instant::now();
+                    lazy_deadline::sleep(ms(50)).await;
+                    start.elapsed()
+                });
+                (real.elapsed(), paused)
+            })
+            .await
+            .unwrap()
+        })
+    });
+    let (real, paused) = waited;
+    assert!(
+        real >= ms(50),
+        "judged by the pinned runtime's real clock: {real:?}"
+    );
+    assert_eq!(
+        paused,
+        Duration::ZERO,
+        "B's paused clock had no timer of its own to jump to"
+    );
+}
+
+#[test]
+fn a_runtime_without_the_time_driver_still_panics_with_tokios_message() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .on_thread_start(lazy_deadline::on_thread_start)
+        .build()
+        .unwrap();
+    let made =
+        rt.block_on(async { tokio::spawn(async { drop(lazy_deadline::sleep(ms(1))) }).await });
+    let panic = made.expect_err("no time driver").into_panic();
+    let message = common::panic_message(&*panic);
+    assert!(message.contains("timers are disabled"), "{message}");
+}
