@@ -46,6 +46,18 @@ struct ThreadSets {
     pinned: Option<tokio::runtime::Handle>,
 }
 
+impl ThreadSets {
+    /// This thread's set for `runtime`, while that runtime lives (a gone runtime's
+    /// set never answers for a runtime that reused its id).
+    #[inline]
+    fn bound(&self, runtime: Id) -> Option<Bound> {
+        self.owned
+            .iter()
+            .find(|owned| owned.runtime == runtime && !owned.life.is_gone())
+            .map(|owned| Bound::new(Some(owned.set), owned.generation, runtime))
+    }
+}
+
 impl Drop for ThreadSets {
     /// The thread exits: its sets go to their runtimes' next threads (or, for gone
     /// runtimes, back to the pool once their filings are gone).
@@ -72,14 +84,7 @@ pub(crate) fn current() -> Bound {
     }
     let handle = tokio::runtime::Handle::current();
     let runtime = handle.id();
-    let hit = THREAD.try_with(|thread| {
-        let thread = thread.try_borrow().ok()?;
-        thread
-            .owned
-            .iter()
-            .find(|owned| owned.runtime == runtime && !owned.life.is_gone())
-            .map(|owned| Bound::new(Some(owned.set), owned.generation, runtime))
-    });
+    let hit = THREAD.try_with(|thread| thread.try_borrow().ok()?.bound(runtime));
     match hit {
         Ok(Some(bound)) => bound,
         _ => miss(&handle),
@@ -96,13 +101,7 @@ fn pinned() -> Option<Result<Bound, tokio::runtime::Handle>> {
         .try_with(|thread| {
             let thread = thread.try_borrow().ok()?;
             let handle = thread.pinned.as_ref()?;
-            let runtime = handle.id();
-            let found = thread
-                .owned
-                .iter()
-                .find(|owned| owned.runtime == runtime && !owned.life.is_gone())
-                .map(|owned| Bound::new(Some(owned.set), owned.generation, runtime));
-            Some(found.ok_or_else(|| handle.clone()))
+            Some(thread.bound(handle.id()).ok_or_else(|| handle.clone()))
         })
         .ok()
         .flatten()
