@@ -146,30 +146,15 @@ async fn ready_request(variant: Variant) -> bool {
     }
 }
 
-/// ns per request answered at its first poll (see [`ready_request`]).
+/// ns per request answered at its first poll (see [`ready_request`]); a task yields
+/// every 64 requests, so that the tasks take turns as in the other workloads.
 fn measure_ready(rt: &tokio::runtime::Runtime, variant: Variant, per_task: usize) -> (f64, bool) {
-    rt.block_on(async {
-        let start = Instant::now();
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|_| {
-                tokio::spawn(async move {
-                    let mut ok = true;
-                    for i in 0..per_task {
-                        ok &= ready_request(variant).await;
-                        if i % 64 == 63 {
-                            tokio::task::yield_now().await; // let the others run
-                        }
-                    }
-                    ok
-                })
-            })
-            .collect();
-        let mut ok = true;
-        for task in tasks {
-            ok &= task.await.unwrap();
+    in_tasks(rt, per_task, move |i| async move {
+        let ok = ready_request(variant).await;
+        if i % 64 == 63 {
+            tokio::task::yield_now().await;
         }
-        let ns = start.elapsed().as_nanos() as f64 / (TASKS * per_task) as f64;
-        (ns, ok)
+        ok
     })
 }
 
@@ -216,14 +201,24 @@ fn measure_refire(rt: &tokio::runtime::Runtime, variant: Variant, periods: usize
 /// ns per request for `per_task` requests in each of the 64 tasks, and whether all
 /// of them completed in time.
 fn measure(rt: &tokio::runtime::Runtime, variant: Variant, per_task: usize) -> (f64, bool) {
+    in_tasks(rt, per_task, move |_| request(variant))
+}
+
+/// ns per call of `call` (given the call's number) made `per_task` times in each of
+/// the 64 tasks, and whether every call returned `true`.
+fn in_tasks<F: Future<Output = bool> + Send>(
+    rt: &tokio::runtime::Runtime,
+    per_task: usize,
+    call: impl Fn(usize) -> F + Send + Copy + 'static,
+) -> (f64, bool) {
     rt.block_on(async {
         let start = Instant::now();
         let tasks: Vec<_> = (0..TASKS)
             .map(|_| {
                 tokio::spawn(async move {
                     let mut ok = true;
-                    for _ in 0..per_task {
-                        ok &= request(variant).await;
+                    for i in 0..per_task {
+                        ok &= call(i).await;
                     }
                     ok
                 })

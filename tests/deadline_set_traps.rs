@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ms, watchdog};
+use common::{ms, paused_runtime, watchdog};
 use std::future::{pending, Future};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -12,21 +12,13 @@ use tokio::time::Instant;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-fn paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
 /// A sleep and a timeout complete exactly at their deadline's instant: the set's
 /// entry is armed for the first deadline of an unarmed set, and a deadline equal to
 /// the passed mark counts as passed.
 #[test]
 fn timers_on_an_idle_set_complete_exactly_at_their_deadline() {
     watchdog("a sleep and a timeout on an idle set", LIMIT, || {
-        paused().block_on(async {
+        paused_runtime().block_on(async {
             for _ in 0..3 {
                 let start = Instant::now();
                 lazy_deadline::sleep(ms(10)).await;
@@ -99,7 +91,7 @@ fn a_filing_from_a_task_that_spent_its_budget_settles() {
 #[test]
 fn deadlines_that_share_a_tick_expire_together() {
     watchdog("a burst of deadlines in one tick", LIMIT, || {
-        paused().block_on(async {
+        paused_runtime().block_on(async {
             let start = Instant::now();
             let tasks: Vec<_> = (0..2_000u64)
                 .map(|i| {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{block_on_plain, ms, panic_message, watchdog};
+use common::{block_on_plain, ms, panic_message, paused_runtime, watchdog};
 use std::future::{pending, Future};
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -48,14 +48,6 @@ fn multi_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
         .build()
         .unwrap()
 }
@@ -214,7 +206,7 @@ fn awaited_elsewhere(
         "a timer awaited away from the runtime it was made in",
         LIMIT,
         move || {
-            paused().block_on(async move {
+            paused_runtime().block_on(async move {
                 let start = Instant::now();
                 let timer = timer(lazy, kind, ms(100));
                 let (done_tx, done_rx) = tokio::sync::oneshot::channel();
@@ -387,7 +379,7 @@ fn a_tower_response_future_made_in_a_task_completes_on_its_own_clock_elsewhere()
             "tower's response future awaited on a plain executor",
             LIMIT,
             move || {
-                paused().block_on(async move {
+                paused_runtime().block_on(async move {
                     let start = Instant::now();
                     let slow = tower::service_fn(|()| async {
                         pending::<()>().await;

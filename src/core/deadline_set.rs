@@ -107,23 +107,13 @@ impl SetCore {
             Some(index) => index,
             None => self.grow_owned(view),
         };
-        let ticket = self.take_ticket();
-        let lane = self.place(deadline, index, ticket);
-        let slot = &mut self.slots[index as usize];
-        let replaced = keep_or_replace(&mut slot.waker, waker);
-        let memo = WakerMemo::of(slot.waker.as_ref().expect("just stored"));
-        slot.ticket = ticket;
-        slot.deadline = deadline;
-        slot.lane = lane;
-        slot.taken = true;
-        slot.fired = false;
+        let placement = self.fill(index, deadline, waker);
         // Relaxed: read under this lock by the fire, and by the owner (this thread).
         self.states
             .get(index as usize)
-            .store(word(ticket, TAG_PENDING), Ordering::Relaxed);
+            .store(word(placement.0.ticket, TAG_PENDING), Ordering::Relaxed);
         self.in_use += 1;
-        self.filings += 1;
-        (Filed { index, ticket }, memo, replaced)
+        placement
     }
 
     /// Files `deadline` for the task of `waker` in a remote slot (from a thread that
@@ -144,9 +134,17 @@ impl SetCore {
                 index
             }
         } | REMOTE;
-        let ticket = self.take_ticket();
+        self.fill(index, deadline, waker)
+    }
+
+    /// Files a record for slot `index` (of either kind) at `deadline`, under a new
+    /// ticket, and fills the slot: taken, pending, holding `waker` (the one it kept,
+    /// if that wakes the same task).
+    fn fill(&mut self, index: u32, deadline: u64, waker: &Waker) -> Placement {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
         let lane = self.place(deadline, index, ticket);
-        let slot = &mut self.remote[(index & !REMOTE) as usize];
+        let slot = self.slot_mut(index);
         let replaced = keep_or_replace(&mut slot.waker, waker);
         let memo = WakerMemo::of(slot.waker.as_ref().expect("just stored"));
         slot.ticket = ticket;
@@ -303,12 +301,6 @@ impl SetCore {
             + self.states.len() * size_of::<u64>()
             + (self.free.capacity() + self.remote_free.capacity()) * size_of::<u32>()
             + self.lanes.heap_bytes()
-    }
-
-    fn take_ticket(&mut self) -> u64 {
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        ticket
     }
 
     /// A new owner slot at the end, the state words grown with it (by doubling, so
