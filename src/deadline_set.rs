@@ -367,6 +367,11 @@ impl Bound {
         self.runtime
     }
 
+    /// Whether it is `set` in binding `generation`.
+    pub fn is_of(&self, set: &'static DeadlineSet, generation: u64) -> bool {
+        self.set.is_some_and(|own| std::ptr::eq(own, set)) && self.generation == generation
+    }
+
     /// Files `deadline` for the task of `waker`: in an owner slot on the set's own
     /// thread, else in a remote slot. A deadline earlier than the set's entry moves
     /// it, through a service that also expires what has passed, this one included.

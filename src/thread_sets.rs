@@ -16,16 +16,41 @@
 use crate::core::deadline_set::OwnerView;
 use crate::deadline_set::{Bound, DeadlineSet};
 use crate::runtime_life::RuntimeLife;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use tokio::runtime::Id;
 
 thread_local! {
+    /// The set the thread's last timer found, copied out of the list: a timer made in
+    /// the same runtime finds it with one plain thread-local read (this one has no
+    /// destructor to register), a runtime-id compare and the set's life word.
+    static LAST: Cell<Option<Last>> = const { Cell::new(None) };
     static THREAD: RefCell<ThreadSets> = const {
         RefCell::new(ThreadSets {
             owned: Vec::new(),
             pinned: None,
         })
     };
+}
+
+/// See `LAST`.
+#[derive(Clone, Copy)]
+struct Last {
+    runtime: Id,
+    set: &'static DeadlineSet,
+    generation: u64,
+    /// The thread is pinned to this runtime: no lookup at all.
+    pinned: bool,
+}
+
+impl Last {
+    /// The bound set, while its binding is open (closed once its runtime is gone:
+    /// also when a later runtime reused the gone one's id).
+    #[inline]
+    fn bound(self) -> Option<Bound> {
+        self.set
+            .is_open(self.generation)
+            .then(|| Bound::new(Some(self.set), self.generation, self.runtime))
+    }
 }
 
 /// A set this thread owns.
@@ -77,34 +102,89 @@ impl Drop for ThreadSets {
 #[track_caller]
 #[inline]
 pub(crate) fn current() -> Bound {
-    match pinned() {
-        Some(Ok(bound)) => return bound,
-        Some(Err(handle)) => return first_pinned(&handle),
-        None => {}
+    let last = LAST.with(Cell::get);
+    if let Some(last) = last.filter(|last| last.pinned) {
+        if let Some(bound) = last.bound() {
+            return bound;
+        }
     }
-    let handle = tokio::runtime::Handle::current();
-    let runtime = handle.id();
-    let hit = THREAD.try_with(|thread| thread.try_borrow().ok()?.bound(runtime));
-    match hit {
-        Ok(Some(bound)) => bound,
-        _ => miss(&handle),
+    let handle = tokio::runtime::Handle::try_current();
+    if let (Some(last), Ok(handle)) = (last, &handle) {
+        if last.runtime == handle.id() {
+            if let Some(bound) = last.bound() {
+                return bound;
+            }
+        }
+    }
+    drop(handle);
+    slow()
+}
+
+/// [`current`] past the thread's last set: its list, and a miss.
+#[cold]
+#[track_caller]
+fn slow() -> Bound {
+    let found = THREAD.try_with(|thread| {
+        let thread = thread.try_borrow().ok()?;
+        Some(match &thread.pinned {
+            Some(pinned) => match thread.bound(pinned.id()) {
+                Some(bound) => Lookup::Found(bound),
+                None => Lookup::FirstPinned(pinned.clone()),
+            },
+            None => match tokio::runtime::Handle::try_current() {
+                Ok(handle) => match thread.bound(handle.id()) {
+                    Some(bound) => Lookup::Found(bound),
+                    None => Lookup::Miss(handle),
+                },
+                Err(_) => Lookup::NoRuntime,
+            },
+        })
+    });
+    let bound = match found {
+        Ok(Some(Lookup::Found(bound))) => bound,
+        Ok(Some(Lookup::FirstPinned(handle))) => first_pinned(&handle),
+        Ok(Some(Lookup::Miss(handle))) => miss(&handle),
+        // No runtime (tokio's panic, reported here at the caller), or the thread's
+        // list is out of reach (its destructor ran, or it is borrowed).
+        _ => miss(&tokio::runtime::Handle::current()),
+    };
+    remember(bound);
+    bound
+}
+
+/// Keeps `bound` as the thread's last set, if it is one the thread owns.
+fn remember(bound: Bound) {
+    let last = THREAD
+        .try_with(|thread| {
+            let thread = thread.try_borrow().ok()?;
+            let owned = thread.owned.iter().find(|owned| {
+                owned.runtime == bound.runtime() && bound.is_of(owned.set, owned.generation)
+            })?;
+            Some(Last {
+                runtime: owned.runtime,
+                set: owned.set,
+                generation: owned.generation,
+                pinned: thread
+                    .pinned
+                    .as_ref()
+                    .is_some_and(|p| p.id() == owned.runtime),
+            })
+        })
+        .ok()
+        .flatten();
+    if last.is_some() {
+        LAST.with(|cell| cell.set(last));
     }
 }
 
-/// The set of the runtime this thread was pinned to, while that runtime lives: one
-/// thread-local read, no runtime lookup.
-/// `Err` with the pinned runtime's handle when the thread has no set of it yet (or
-/// its set's runtime is gone).
-#[inline]
-fn pinned() -> Option<Result<Bound, tokio::runtime::Handle>> {
-    THREAD
-        .try_with(|thread| {
-            let thread = thread.try_borrow().ok()?;
-            let handle = thread.pinned.as_ref()?;
-            Some(thread.bound(handle.id()).ok_or_else(|| handle.clone()))
-        })
-        .ok()
-        .flatten()
+/// What the thread's list says for the current runtime.
+enum Lookup {
+    Found(Bound),
+    /// The thread is pinned to this runtime and has no set of it yet.
+    FirstPinned(tokio::runtime::Handle),
+    /// The thread has no set of this runtime yet.
+    Miss(tokio::runtime::Handle),
+    NoRuntime,
 }
 
 /// A pinned thread's first timer: its runtime's set, found in that runtime's context

@@ -102,6 +102,7 @@ impl SetCore {
     /// # Panics
     ///
     /// With more than 2^31 requests pending on one thread at once.
+    #[inline]
     pub fn file_owned(&mut self, deadline: u64, waker: &Waker, view: &mut OwnerView) -> Placement {
         let index = match self.free.pop() {
             Some(index) => index,
@@ -140,6 +141,7 @@ impl SetCore {
     /// Files a record for slot `index` (of either kind) at `deadline`, under a new
     /// ticket, and fills the slot: taken, pending, holding `waker` (the one it kept,
     /// if that wakes the same task).
+    #[inline]
     fn fill(&mut self, index: u32, deadline: u64, waker: &Waker) -> Placement {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
@@ -320,6 +322,7 @@ impl SetCore {
     }
 
     /// Files a record for (`index`, `ticket`) at `deadline`; returns where.
+    #[inline]
     fn place(&mut self, deadline: u64, index: u32, ticket: u64) -> u8 {
         let (slots, remote, states) = (&self.slots, &self.remote, &self.states);
         let record = Record {

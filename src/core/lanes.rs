@@ -50,6 +50,7 @@ pub(crate) struct Lanes {
 
 impl Lanes {
     /// Files `record`; returns where (a lane, or [`ORDERED`]).
+    #[inline]
     pub fn place(&mut self, record: Record, live: impl Fn(u32, u64) -> bool) -> u8 {
         let mut best: Option<usize> = None;
         let mut empty = None;
