@@ -31,7 +31,7 @@ use crate::core::shared_set::{FileOutcome, Locked, SharedSet};
 use crate::runtime_life::RuntimeLife;
 use crate::sync::WakerMemo;
 use crate::thread_sets;
-use crate::time_base::{from_nanos, now_nanos};
+use crate::time_base::{from_nanos, now_nanos, TICK_NANOS};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -69,6 +69,9 @@ struct TokioEntry {
     runtime: Option<Id>,
     life: Option<RuntimeLife>,
     holder: Holder,
+    /// A tick boundary of the runtime's timer driver (any one: they are a
+    /// millisecond apart), learnt when the set was bound; `None` if it could not be.
+    grid: Option<u64>,
     /// How often the entry was re-armed (tokio's driver lock each time), for tests.
     #[cfg(test)]
     resets: u64,
@@ -101,10 +104,68 @@ impl TokioEntry {
             runtime: None,
             life: None,
             holder: Holder::Nobody,
+            grid: None,
             #[cfg(test)]
             resets: 0,
         }
     }
+}
+
+/// A tick boundary of the driver `sleep` belongs to, in nanoseconds of the time base,
+/// or `None` if it cannot be told.
+///
+/// tokio's driver fires a deadline `d` once it has processed the tick
+/// `ceil((d - start) / 1 ms)`, `start` being when the driver was built: the deadlines
+/// it has fired are exactly those at or before `start + k ms`, `k` the last tick it
+/// processed, and a reset to a deadline it has passed fires the entry inside the
+/// reset. So the last deadline whose reset fires at once is a tick boundary; it is
+/// found by halving the interval between a deadline that fires and one that does not
+/// (about twenty resets of the set's own entry, once per set), and confirmed by two
+/// resets in a row (the boundary fires, a nanosecond later does not), so a driver
+/// that moved on meanwhile cannot leave anything but a boundary. The entry is left
+/// fired (off the wheel), so that a paused clock has nothing new to jump to.
+///
+/// Only ever used to spare a re-arm (a later fire in the same tick is the same fire)
+/// and to choose where to probe: nothing expires on it alone. Under
+/// `--cfg tokio_unstable` the runtime may use tokio's per-worker timer, whose ticks
+/// are not known here: `None`.
+fn learn_grid(sleep: &mut Pin<Box<tokio::time::Sleep>>, now: u64) -> Option<u64> {
+    if cfg!(tokio_unstable) {
+        return None;
+    }
+    let mut fires = |at: u64| {
+        sleep.as_mut().reset(from_nanos(at));
+        sleep.is_elapsed()
+    };
+    // A deadline that does not fire (after the clock), then gallop back from it to
+    // one that does (the driver may not have turned for a while).
+    let mut late = now.saturating_add(TICK_NANOS);
+    let mut step = TICK_NANOS;
+    let mut early = loop {
+        let at = late.saturating_sub(step);
+        if fires(at) {
+            break at;
+        }
+        if at == 0 {
+            return None;
+        }
+        late = at;
+        step = step.saturating_mul(2);
+    };
+    if fires(late) {
+        return None; // moving too fast to tell
+    }
+    while late - early > 1 {
+        let mid = early + (late - early) / 2;
+        if fires(mid) {
+            early = mid;
+        } else {
+            late = mid;
+        }
+    }
+    let boundary = fires(early) && !fires(early + 1);
+    fires(0); // leave the entry fired: off the wheel
+    boundary.then_some(early % TICK_NANOS)
 }
 
 impl SetEntry for TokioEntry {
@@ -133,6 +194,18 @@ impl SetEntry for TokioEntry {
         // must not read its own clock as the set's.
         let runtime = self.runtime?;
         (!crate::entry::polled_away_from(runtime)).then(now_nanos)
+    }
+
+    fn tick_end(&self, at: u64) -> Option<u64> {
+        let offset = self.grid?;
+        // The first boundary at or after `at`: boundaries are `offset` plus whole
+        // ticks. Saturates (a saturated deadline has no tick).
+        let rem = (at % TICK_NANOS + TICK_NANOS - offset) % TICK_NANOS;
+        Some(if rem == 0 {
+            at
+        } else {
+            at.saturating_add(TICK_NANOS - rem)
+        })
     }
 }
 
@@ -164,7 +237,8 @@ impl DeadlineSet {
     ) -> Option<(&'static Self, u64, Option<OwnerView>)> {
         // The entry first, in this runtime: a missing time driver panics here, with
         // tokio's message, before anything is taken from the pool.
-        let sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
+        let mut sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
+        let grid = learn_grid(&mut sleep, now_nanos());
         let set = POOL
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -182,6 +256,7 @@ impl DeadlineSet {
                 } else {
                     Holder::Orphans
                 },
+                grid,
                 #[cfg(test)]
                 resets: 0,
             };
@@ -425,7 +500,7 @@ fn rearm(
     locked: &mut Locked<TokioEntry>,
     deadline: u64,
 ) -> Option<crate::core::service::Serviced> {
-    (deadline < locked.armed).then(|| set.shared.service(locked))
+    set.shared.rearm(locked, deadline)
 }
 
 impl Filing {

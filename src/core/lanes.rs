@@ -1,11 +1,12 @@
 //! `Lanes`: a deadline set's records in deadline order, without a heap.
 //!
 //! On one thread `now + d` only grows, so deadlines filed with the same `d` arrive
-//! sorted: each lane is a FIFO of records kept in deadline order, and a record goes
+//! sorted: each lane is a deque of records kept in deadline order, and a record goes
 //! to the lane whose last deadline is the latest not after its own (patience
-//! sorting: a few durations interleaved take a lane each). A deadline earlier than
-//! every lane's last goes to an ordered set. Expiring pops due records off the lanes'
-//! fronts and the set's start; filing is an append.
+//! sorting: a few durations interleaved take a lane each), or before the first of a
+//! lane when deadlines come in decreasing order. A deadline that fits no lane's ends
+//! goes to an ordered set. Expiring pops due records off the lanes' fronts and the
+//! set's start; filing is an append or a prepend.
 //!
 //! Answered requests leave stale records (their slot says so). A lane sheds them
 //! from its front as it grows and is compacted once stale records outnumber live
@@ -52,32 +53,55 @@ impl Lanes {
     /// Files `record`; returns where (a lane, or [`ORDERED`]).
     #[inline]
     pub fn place(&mut self, record: Record, live: impl Fn(u32, u64) -> bool) -> u8 {
-        let mut best: Option<usize> = None;
+        let at = record.deadline;
+        // The lane whose last deadline is the latest not after `at` (append), else
+        // the one whose first is the earliest not before it (prepend: deadlines that
+        // come in decreasing order, as the tasks a runtime's `yield_now` defers are
+        // woken last first), else an empty lane, else a new one.
+        let mut append: Option<usize> = None;
+        let mut prepend: Option<(usize, u64)> = None;
         let mut empty = None;
         for (i, lane) in self.lanes.iter().enumerate() {
-            if lane.records.is_empty() {
-                empty = empty.or(Some(i));
-            } else if lane.tail <= record.deadline
-                && best.is_none_or(|b: usize| lane.tail > self.lanes[b].tail)
-            {
-                best = Some(i);
+            match lane.records.front() {
+                None => empty = empty.or(Some(i)),
+                Some(first) => {
+                    if lane.tail <= at {
+                        if append.is_none_or(|b: usize| lane.tail > self.lanes[b].tail) {
+                            append = Some(i);
+                        }
+                    } else if at <= first.deadline
+                        && prepend.is_none_or(|(_, head)| first.deadline < head)
+                    {
+                        prepend = Some((i, first.deadline));
+                    }
+                }
             }
         }
-        let lane = best.or(empty).or_else(|| {
-            (self.lanes.len() < MAX_LANES).then(|| {
-                self.lanes.push(Lane::default());
-                self.lanes.len() - 1
-            })
-        });
-        let Some(lane) = lane else {
-            self.ordered
-                .insert((record.deadline, record.index, record.ticket));
-            return ORDERED;
+        let (lane, front) = match (append, prepend) {
+            (Some(i), _) => (i, false),
+            (None, Some((i, _))) => (i, true),
+            (None, None) => {
+                let new = empty.or_else(|| {
+                    (self.lanes.len() < MAX_LANES).then(|| {
+                        self.lanes.push(Lane::default());
+                        self.lanes.len() - 1
+                    })
+                });
+                let Some(i) = new else {
+                    self.ordered.insert((at, record.index, record.ticket));
+                    return ORDERED;
+                };
+                (i, false)
+            }
         };
         let l = &mut self.lanes[lane];
-        shed(l, &live);
-        l.records.push_back(record);
-        l.tail = record.deadline;
+        if front {
+            l.records.push_front(record);
+        } else {
+            shed(l, &live);
+            l.records.push_back(record);
+            l.tail = at;
+        }
         l.live += 1;
         lane as u8
     }

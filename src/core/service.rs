@@ -37,6 +37,13 @@ pub trait SetEntry {
     /// The set's runtime clock, if this thread runs inside that runtime (whose
     /// clock then judges "passed"); `None` elsewhere.
     fn home_now(&mut self) -> Option<u64>;
+    /// The end of the driver's tick that holds `at` (the tick boundary at or after
+    /// it: everything up to it fires together), when the set knows its runtime's tick
+    /// boundaries; `None` otherwise.
+    fn tick_end(&self, at: u64) -> Option<u64> {
+        let _ = at;
+        None
+    }
 }
 
 /// What a service leaves to do after the lock: the expired requests' wakers, and
@@ -78,7 +85,10 @@ impl<X: SetEntry> SharedSet<X> {
             // The latest point that may share a tick tokio has passed.
             let bound = match (home, fired_at) {
                 (Some(now), _) => now,
-                (None, Some(at)) => at.saturating_add(TICK_NANOS - 1),
+                (None, Some(at)) => locked
+                    .extra
+                    .tick_end(at)
+                    .unwrap_or(at.saturating_add(TICK_NANOS - 1)),
                 (None, None) => 0,
             };
             let probe = (!probed)
@@ -116,6 +126,25 @@ impl<X: SetEntry> SharedSet<X> {
             // it inside the reset, that poll reports the fire.
         }
         (wake, true)
+    }
+
+    /// Under the lock, after a filing at `deadline`: whether the entry must move
+    /// (the service's work, returned), or already fires in time. It must move for a
+    /// deadline earlier than where it is armed, unless both fall in the same tick of
+    /// the driver, which fires them together anyway (deadlines filed in decreasing
+    /// order within a tick, as a runtime that defers yielded tasks wakes them last
+    /// first, then cost no driver work each).
+    pub fn rearm(&self, locked: &mut Locked<X>, deadline: u64) -> Option<Serviced> {
+        let armed = locked.armed;
+        if deadline >= armed {
+            return None;
+        }
+        let extra = &locked.extra;
+        let same_tick = armed != NEVER
+            && extra
+                .tick_end(deadline)
+                .is_some_and(|end| extra.tick_end(armed) == Some(end));
+        (!same_tick).then(|| self.service(locked))
     }
 
     /// After the lock: wakes the expired requests' tasks, and services again while

@@ -2,6 +2,7 @@
 //! see: the sets themselves).
 
 use super::*;
+use crate::time_base::TICK_NANOS;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -191,4 +192,70 @@ fn a_set_goes_back_to_the_pool_once_however_often_it_is_let_go() {
         copies <= 1,
         "pooled {copies} times: two bindings would share it"
     );
+}
+
+#[test]
+fn the_set_learns_its_runtimes_tick_boundaries() {
+    // A paused runtime's driver starts where its clock starts: its tick boundaries
+    // are that instant plus whole milliseconds.
+    std::thread::spawn(|| {
+        paused().block_on(async {
+            let start = crate::time_base::to_nanos(tokio::time::Instant::now());
+            let set = Bound::current().set().unwrap();
+            let offset = set.shared.state().with(|locked| locked.extra.grid);
+            if cfg!(tokio_unstable) {
+                assert_eq!(offset, None);
+                return;
+            }
+            assert_eq!(offset, Some(start % TICK_NANOS));
+            let tick_end = |at| set.shared.state().with(|locked| locked.extra.tick_end(at));
+            assert_eq!(tick_end(start), Some(start));
+            assert_eq!(tick_end(start + 1), Some(start + TICK_NANOS));
+            assert_eq!(tick_end(start + TICK_NANOS), Some(start + TICK_NANOS));
+            assert_eq!(tick_end(start - 1), Some(start));
+        });
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn deadlines_filed_in_decreasing_order_within_a_tick_rearm_once() {
+    // As a runtime that defers yielded tasks wakes them: each filing earlier than the
+    // last, all within one tick. One re-arm, and all fire at that tick.
+    std::thread::spawn(|| {
+        paused().block_on(async {
+            let set = Bound::current().set().unwrap();
+            let start = tokio::time::Instant::now();
+            let mut cx = Context::from_waker(Waker::noop());
+            let before = set.entry_resets();
+            let mut sleeps: Vec<_> = (0..64u64)
+                .rev()
+                .map(|i| {
+                    Box::pin(crate::sleep_until(
+                        start + Duration::from_millis(5) + Duration::from_micros(i * 10),
+                    ))
+                })
+                .collect();
+            for sleep in sleeps.iter_mut() {
+                assert!(sleep.as_mut().poll(&mut cx).is_pending());
+            }
+            let rearms = set.entry_resets() - before;
+            if !cfg!(tokio_unstable) {
+                assert!(rearms <= 2, "{rearms} re-arms for 64 deadlines in one tick");
+            }
+            tokio::time::sleep(Duration::from_millis(6)).await;
+            let ready = tokio::task::unconstrained(async {
+                let mut cx = Context::from_waker(Waker::noop());
+                sleeps
+                    .iter_mut()
+                    .filter_map(|s| s.as_mut().poll(&mut cx).is_ready().then_some(()))
+                    .count()
+            })
+            .await;
+            assert_eq!(ready, 64, "all fired by the tick after the last");
+        });
+    })
+    .join()
+    .unwrap();
 }

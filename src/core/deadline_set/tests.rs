@@ -98,10 +98,17 @@ fn sorted_lanes_take_interleaved_durations_and_the_rest_goes_to_the_ordered_set(
         set.file_owned(now + 5_000, w, &mut view);
     }
     assert_eq!(set.lanes.shape(), (2, false));
-    // Deadlines earlier than every lane's last: new lanes up to the limit, then the
-    // ordered set.
-    for early in (0..MAX_LANES as u64 + 3).rev() {
+    // Deadlines in decreasing order go before a lane's first: no new lane.
+    for early in (0..100u64).rev() {
         set.file_owned(early, w, &mut view);
+    }
+    assert_eq!(set.lanes.shape(), (2, false));
+    // Deadlines that fit no lane's ends (inside every lane's span): new lanes up to
+    // the limit, then the ordered set.
+    for inside in [
+        2_500u64, 3_000, 2_700, 2_900, 2_800, 2_850, 2_820, 2_840, 2_830,
+    ] {
+        set.file_owned(inside, w, &mut view);
     }
     assert_eq!(set.lanes.shape(), (MAX_LANES, true));
     // Everything expires in deadline order, whatever holds it.
@@ -118,7 +125,7 @@ fn sorted_lanes_take_interleaved_durations_and_the_rest_goes_to_the_ordered_set(
         set.expire(next, &mut wake);
         fired += wake.len();
     }
-    assert_eq!(fired, 20 + MAX_LANES + 3);
+    assert_eq!(fired, 20 + 100 + 9);
 }
 
 #[test]
