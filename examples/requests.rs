@@ -318,7 +318,12 @@ fn report(workload: &str, label: &str, variants: &[Variant], median: &[f64]) {
         } else {
             String::new()
         };
-        println!("  {:<32} {:>8.1} ns{own}", variant.name(), median[i]);
+        let name = match (workload, variant) {
+            ("refire", Variant::Tokio) => "tokio::time::Sleep, CPU",
+            ("refire", _) => "lazy_deadline::Sleep, CPU",
+            _ => variant.name(),
+        };
+        println!("  {name:<32} {:>8.1} ns{own}", median[i]);
         record::record_value(&format!("{workload}/{label}/{variant:?}/ns"), median[i]);
     }
 }
@@ -424,7 +429,7 @@ fn main() -> ExitCode {
             measure_refire(&rt, variant, periods)
         });
         all_ok &= ok;
-        report("refire", &label, &refire_variants, &median); // CPU ns per period
+        report("refire", &label, &refire_variants, &median);
         println!(
             "  a fired Sleep reset and polled after a yield: CPU per period {:.2}x lower than tokio's",
             median[0] / median[1]
