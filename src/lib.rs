@@ -77,6 +77,13 @@
 //!   where `tower::timeout::TimeoutLayer::new(d)` was); the error is tower's own
 //!   `Elapsed`.
 //!
+//! # Pinning a runtime's threads
+//!
+//! Each timer looks its runtime up when it is made, as tokio's does (a reference
+//! count that every worker of a multi-thread runtime writes). A runtime built with
+//! `.on_thread_start(lazy_deadline::on_thread_start)` spares the timers made on its own
+//! threads that lookup; [`on_thread_start`] says what else that changes.
+//!
 //! # Examples
 //!
 //! [`Sleep`] as a drop-in, reset on every message:

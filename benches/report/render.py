@@ -277,14 +277,19 @@ answered in time):
 {table(["approach", "cost", "vs tokio `timeout`"], rows)}
 
 Our `timeout` and a fresh lazy `sleep` file their deadline in the thread's deadline
-set for the runtime instead of registering an entry of their own: alone on one
-thread they cost about what tokio's do (a runtime-handle lookup, the set's lock
-twice, a heap push, against tokio's uncontended driver lock), and the gain is on
-several workers, where tokio's requests contend for its driver's one lock:
+set for the runtime instead of registering an entry of their own: a request pays the
+runtime lookup at the call (as tokio's does), the set's lock once to file (an append
+to a lane kept in deadline order) and, answered on its thread, a load and a store;
+tokio's pays its driver's lock twice around wheel work, and on several workers its
+requests contend for that one lock:
 
 {requests.section(r, table)}
 
 {requests.rpc_section(r, table)}
+
+{requests.ready_section(r, table)}
+
+{requests.refire_section(r, table)}
 """
 
 
@@ -519,7 +524,7 @@ def readme_block(r):
         ("Sleep::reset", "reset to a later deadline", "lazy Sleep::reset", "a lone timer, reset later"),
         ("activity per packet", "idle timeout, one packet", "IdleTimeout::touch_at(now)", "idle timeout, one packet"),
         ("TCP per packet (TLP + RTO)", "one packet", "SlotTimer batch_at(now) x2", "TCP timers, one packet (TLP + RTO)"),
-        ("per-request deadline", "arm 5 s, poll once, give up", "lazy Sleep reused: reset+poll", "per-request deadline (5 s, answered in time)"),
+        ("per-request deadline", "timeout(5 s, request): new, poll once, drop", "lazy_deadline::timeout", "a per-request `timeout` (5 s), pending once"),
         ("many keys in one task (100k idle timeouts)", "touch a random key per packet", "IdleQueue::touch_at(now)", "100k idle keys in one task: touch one"),
         ("many keys in one task (100k keys), drop-ins", "reset a random key later", "lazy DelayQueue::reset_at", "`DelayQueue` drop-in, 100k keys: reset one later"),
         ("many keys in one task (100k keys), drop-ins", "a message from a random peer (own id)", "DelayMap::reset_at", "100k peers keyed by their id: a message from one"),
