@@ -6,6 +6,12 @@ use crate::time_base::TICK_NANOS;
 use std::task::Poll;
 use std::time::Duration;
 
+/// Runs `f` on a new thread (whose thread-local sets start empty and go when it
+/// exits), and returns what it returns.
+fn on_a_thread_of_its_own<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(f).join().unwrap()
+}
+
 fn paused() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -16,7 +22,7 @@ fn paused() -> tokio::runtime::Runtime {
 
 #[test]
 fn a_set_that_held_a_burst_of_requests_keeps_little_once_they_are_answered() {
-    std::thread::spawn(|| {
+    on_a_thread_of_its_own(|| {
         let rt = paused();
         rt.block_on(async {
             let bound = Bound::current();
@@ -42,14 +48,12 @@ fn a_set_that_held_a_burst_of_requests_keeps_little_once_they_are_answered() {
             let after = set.heap_bytes();
             assert!(after <= 64 * 1024, "{after} bytes after the burst");
         });
-    })
-    .join()
-    .unwrap();
+    });
 }
 
 #[test]
 fn a_gone_runtimes_set_leaves_the_thread_at_its_next_miss_and_is_reused() {
-    std::thread::spawn(|| {
+    on_a_thread_of_its_own(|| {
         let first = paused();
         let (set, generation) = first.block_on(async {
             let bound = Bound::current();
@@ -67,14 +71,12 @@ fn a_gone_runtimes_set_leaves_the_thread_at_its_next_miss_and_is_reused() {
             assert!(bound.set().unwrap().is_open(bound.generation));
         });
         drop(second);
-    })
-    .join()
-    .unwrap();
+    });
 }
 
 #[test]
 fn a_set_holds_nothing_of_its_runtime_once_the_runtime_is_gone() {
-    std::thread::spawn(|| {
+    on_a_thread_of_its_own(|| {
         let rt = paused();
         let set = rt.block_on(async {
             let bound = Bound::current();
@@ -91,14 +93,12 @@ fn a_set_holds_nothing_of_its_runtime_once_the_runtime_is_gone() {
             );
             assert!(locked.extra.waker.is_none());
         });
-    })
-    .join()
-    .unwrap();
+    });
 }
 
 #[test]
 fn deadlines_that_share_a_tick_expire_in_one_service_with_one_or_two_rearms() {
-    std::thread::spawn(|| {
+    on_a_thread_of_its_own(|| {
         paused().block_on(async {
             let bound = Bound::current();
             let set = bound.set().unwrap();
@@ -131,9 +131,7 @@ fn deadlines_that_share_a_tick_expire_in_one_service_with_one_or_two_rearms() {
             // One probe of the tick's latest deadline; no re-arm per deadline.
             assert!(rearms <= 3, "{rearms} re-arms of the entry for one tick");
         });
-    })
-    .join()
-    .unwrap();
+    });
 }
 
 #[test]
@@ -141,7 +139,7 @@ fn a_set_of_a_gone_runtime_is_never_taken_for_a_runtime_with_its_id() {
     // tokio may reuse a runtime's id once the runtime is gone. Stand the gone
     // runtime's set in this thread's list under the live runtime's id: the lookup
     // must see it is gone (its record says so) and never file there.
-    std::thread::spawn(|| {
+    on_a_thread_of_its_own(|| {
         let gone = paused();
         let (old_set, old_generation) = gone.block_on(async {
             let bound = Bound::current();
@@ -162,21 +160,17 @@ fn a_set_of_a_gone_runtime_is_never_taken_for_a_runtime_with_its_id() {
             );
             crate::sleep(Duration::from_millis(1)).await; // and it works
         });
-    })
-    .join()
-    .unwrap();
+    });
 }
 
 #[test]
 fn a_set_goes_back_to_the_pool_once_however_often_it_is_let_go() {
-    let (set, generation) = std::thread::spawn(|| {
+    let (set, generation) = on_a_thread_of_its_own(|| {
         let rt = paused();
         let bound = rt.block_on(async { Bound::current() });
         drop(rt); // closed; this thread still holds it until it exits
         (bound.set().unwrap(), bound.generation)
-    })
-    .join()
-    .unwrap();
+    });
     // The thread exited: pooled. Late calls of the old binding (a last filing's
     // release, a second close) must not pool it again.
     set.release(generation);
@@ -198,7 +192,7 @@ fn a_set_goes_back_to_the_pool_once_however_often_it_is_let_go() {
 fn the_set_learns_its_runtimes_tick_boundaries() {
     // A paused runtime's driver starts where its clock starts: its tick boundaries
     // are that instant plus whole milliseconds.
-    std::thread::spawn(|| {
+    on_a_thread_of_its_own(|| {
         paused().block_on(async {
             let start = crate::time_base::to_nanos(tokio::time::Instant::now());
             let set = Bound::current().set().unwrap();
@@ -214,16 +208,14 @@ fn the_set_learns_its_runtimes_tick_boundaries() {
             assert_eq!(tick_end(start + TICK_NANOS), Some(start + TICK_NANOS));
             assert_eq!(tick_end(start - 1), Some(start));
         });
-    })
-    .join()
-    .unwrap();
+    });
 }
 
 #[test]
 fn deadlines_filed_in_decreasing_order_within_a_tick_rearm_once() {
     // As a runtime that defers yielded tasks wakes them: each filing earlier than the
     // last, all within one tick. One re-arm, and all fire at that tick.
-    std::thread::spawn(|| {
+    on_a_thread_of_its_own(|| {
         paused().block_on(async {
             let set = Bound::current().set().unwrap();
             let start = tokio::time::Instant::now();
@@ -255,7 +247,5 @@ fn deadlines_filed_in_decreasing_order_within_a_tick_rearm_once() {
             .await;
             assert_eq!(ready, 64, "all fired by the tick after the last");
         });
-    })
-    .join()
-    .unwrap();
+    });
 }
