@@ -115,3 +115,29 @@ fn deadlines_that_share_a_tick_expire_together() {
         })
     });
 }
+
+/// A `Sleep` that waits is reset earlier (a deadline pulled in by a message, as a
+/// retransmission timer is): it is woken at the new deadline, driven only by its
+/// wakes (a task awaiting it in a `select!`).
+#[test]
+fn a_waiting_sleep_reset_earlier_is_woken_at_the_new_deadline() {
+    watchdog("a waiting Sleep reset earlier", LIMIT, || {
+        paused_runtime().block_on(async {
+            let start = Instant::now();
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
+            let waiter = tokio::spawn(async move {
+                let sleep = lazy_deadline::sleep(ms(100));
+                tokio::pin!(sleep);
+                loop {
+                    tokio::select! {
+                        () = &mut sleep => return Instant::now() - start,
+                        Some(()) = rx.recv() => sleep.as_mut().reset(start + ms(30)),
+                    }
+                }
+            });
+            tokio::time::sleep(ms(10)).await;
+            tx.send(()).await.unwrap();
+            assert_eq!(waiter.await.unwrap(), ms(30));
+        })
+    });
+}

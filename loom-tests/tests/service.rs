@@ -25,9 +25,10 @@ fn file_and_service(
     waker: &std::task::Waker,
     view: &mut lazy_deadline::core::deadline_set::OwnerView,
 ) -> bool {
+    // The runtime layer's re-arm after a filing, as it ships.
     let (outcome, replaced, serviced) =
         set.file(generation, deadline, waker, Some(view), |locked| {
-            (deadline < locked.armed).then(|| set.service(locked))
+            set.rearm(locked, deadline)
         });
     drop(replaced);
     let serviced: Option<Serviced> = serviced.flatten();

@@ -203,6 +203,35 @@ impl SetCore {
         None
     }
 
+    /// Moves a pending request to `deadline` in place: same slot, same waker, a new
+    /// ticket (its old record goes stale) and a record at the new deadline. `None`
+    /// if it is no longer pending.
+    pub fn move_filing(&mut self, filed: Filed, deadline: u64) -> Option<Filed> {
+        if !self.is_live(filed.index, filed.ticket) {
+            return None;
+        }
+        self.unqueue(filed, false);
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        // The new ticket first: the old record is stale while the lanes shed.
+        self.slot_mut(filed.index).ticket = ticket;
+        let lane = self.place(deadline, filed.index, ticket);
+        let slot = self.slot_mut(filed.index);
+        slot.deadline = deadline;
+        slot.lane = lane;
+        if !filed.is_remote() {
+            // Relaxed: under the lock; the filing is the caller's, so its owner's
+            // lock-free answer cannot race this (see `OwnerView::cancel`).
+            self.states
+                .get(filed.slot())
+                .store(word(ticket, TAG_PENDING), Ordering::Relaxed);
+        }
+        Some(Filed {
+            index: filed.index,
+            ticket,
+        })
+    }
+
     /// Replaces a pending request's waker: `Some` with the replaced one (to drop
     /// after the lock), `None` when the request is no longer pending.
     pub fn update_waker(&mut self, filed: Filed, waker: &Waker) -> Option<Option<Waker>> {

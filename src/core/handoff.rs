@@ -60,16 +60,17 @@ impl<S> HandOff<S> {
     /// before it unlocks.
     pub fn in_call<R>(&self, call: impl FnOnce() -> R) -> (R, bool) {
         // Relaxed: a signaller that misses this store waits for the lock, which is
-        // correct too; only the clearing below needs the Dekker order. A swap: loom
-        // may misplace a plain store that races another thread's RMW.
-        self.in_call.swap(true, Ordering::Relaxed);
+        // correct too. Plain stores: only the holder writes `in_call`.
+        self.in_call.store(true, Ordering::Relaxed);
         let result = call();
-        // SeqCst, then a SeqCst fence before taking `again`: the holder's half of the
-        // Dekker pair of the module docs.
-        self.in_call.swap(false, Ordering::SeqCst);
+        // Relaxed, then a SeqCst fence before loading `again`: the holder's half of
+        // the Dekker pair of the module docs (the fences order it, one barrier).
+        self.in_call.store(false, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        // SeqCst: as above; the holder takes the flag, so a later signal raises it anew.
-        let again = self.again.swap(false, Ordering::SeqCst);
+        // Relaxed: after the fence, as above. Loaded first: the common case finds it
+        // down and skips the RMW; the holder takes it (an RMW, so a signal raised
+        // meanwhile is not overwritten), and a later signal raises it anew.
+        let again = self.again.load(Ordering::Relaxed) && self.again.swap(false, Ordering::Relaxed);
         (result, again)
     }
 

@@ -97,9 +97,7 @@ impl<X: SetEntry> SharedSet<X> {
                 .filter(|&probe| probe > passed);
             if let Some(probe) = probe {
                 probed = true;
-                let ((), again) = self.state().in_call(|| locked.extra.reset(probe));
-                signalled |= again;
-                let (fired, again) = self.state().in_call(|| locked.extra.poll_fired());
+                let (fired, again) = self.reset_and_poll(locked, probe);
                 signalled |= again;
                 if fired {
                     passed = probe;
@@ -144,7 +142,35 @@ impl<X: SetEntry> SharedSet<X> {
             && extra
                 .tick_end(deadline)
                 .is_some_and(|end| extra.tick_end(armed) == Some(end));
-        (!same_tick).then(|| self.service(locked))
+        if same_tick {
+            return None;
+        }
+        // Lean: move the entry there. Nothing else can be due (every other pending
+        // deadline is at or after the old armed point, which has not fired: a fire
+        // there signals a service). An armed entry holds the set's waker (see
+        // `Locked::armed`), which tokio keeps across a reset and wakes from inside it
+        // when the new deadline has passed already: that wake, or one from the
+        // driver meanwhile, comes back as a signal, and a whole service runs. No
+        // poll, so no waker clone. An entry not armed may never have been polled:
+        // moved and polled.
+        let (fired, signalled) = if armed == NEVER {
+            self.reset_and_poll(locked, deadline)
+        } else {
+            let ((), signalled) = self.state().in_call(|| locked.extra.reset(deadline));
+            (false, signalled)
+        };
+        locked.armed = deadline;
+        (fired || signalled).then(|| self.service(locked))
+    }
+
+    /// Moves the entry to `at` and polls it (registering the set's waker) in one
+    /// call into tokio, so one pair of hand-off fences covers both: whether it fired,
+    /// and whether a fire was signalled meanwhile.
+    fn reset_and_poll(&self, locked: &mut Locked<X>, at: u64) -> (bool, bool) {
+        self.state().in_call(|| {
+            locked.extra.reset(at);
+            locked.extra.poll_fired()
+        })
     }
 
     /// After the lock: wakes the expired requests' tasks, and services again while

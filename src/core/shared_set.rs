@@ -55,7 +55,9 @@ pub struct Locked<X> {
     /// The requests' deadlines and wakers.
     pub core: SetCore,
     /// Where the runtime entry is armed (`NEVER`: not armed). Invariant: when armed,
-    /// the entry was polled since it was last reset, so its fire wakes the set.
+    /// the entry holds the set's waker (polled since it last fired: a poll registers
+    /// whatever it reports, and a reset keeps the waker), or it fired since and that
+    /// fire's wake has a service coming, which polls it.
     pub armed: u64,
     /// What the runtime layer keeps under the same lock (tokio's entry).
     pub extra: X,
@@ -218,10 +220,14 @@ impl<X> SharedSet<X> {
         })
     }
 
-    /// Under one lock: cancels `previous` and files `deadline` in its place, with
-    /// `waker` or else the waker `previous`'s slot holds (a `Sleep` moved later, or
-    /// earlier, after its filing expired or while it waits). `None` in the filing
-    /// when neither waker is there (nothing is filed then).
+    /// Under one lock: moves the request `previous` to `deadline`. With `waker` (a
+    /// `Sleep` whose filing expired before its deadline, which moved later), the old
+    /// filing is given back and a new one made for `waker`; without (a `Sleep` moved
+    /// earlier while it waits), the filing moves in place, keeping its slot and the
+    /// waker the slot holds (no clone), or, if it expired meanwhile, is given back and
+    /// nothing is filed (`None`: the poll its expiry asked for files). Then runs
+    /// `then` on the locked state (the runtime layer's re-arm). A waker to drop after
+    /// the lock may come back.
     pub fn refile<R>(
         &self,
         generation: u64,
@@ -230,42 +236,52 @@ impl<X> SharedSet<X> {
         waker: Option<&Waker>,
         mut view: Option<&mut OwnerView>,
         then: impl FnOnce(&mut Locked<X>) -> R,
-    ) -> (Option<FileOutcome>, Vec<Waker>, Option<R>) {
+    ) -> (Option<FileOutcome>, [Option<Waker>; 2], Option<R>) {
         self.state.with(|locked| {
-            let held = locked.core.stored_waker(previous).cloned();
-            let mut drop_later: Vec<Waker> = Vec::new();
-            match view.as_deref_mut() {
+            let moved = match waker {
+                None if !self.is_void(generation) => locked.core.move_filing(previous, deadline),
+                _ => None,
+            };
+            if let Some(filed) = moved {
+                let memo = locked
+                    .core
+                    .stored_waker(filed)
+                    .map_or_else(WakerMemo::default, WakerMemo::of);
+                let then = then(locked);
+                return (
+                    Some(FileOutcome::Filed(filed, memo)),
+                    [None, None],
+                    Some(then),
+                );
+            }
+            let dropped = match view.as_deref_mut() {
                 Some(view) if !previous.is_remote() => {
                     view.cancel(previous);
                     locked.core.reclaim(view);
+                    None
                 }
-                _ => drop_later.extend(locked.core.cancel_locked(previous)),
-            }
-            let waker = match (waker, held.as_ref()) {
-                (Some(waker), _) | (None, Some(waker)) => waker,
-                (None, None) => {
-                    drop_later.extend(held);
-                    return (None, drop_later, None);
-                }
+                _ => locked.core.cancel_locked(previous),
+            };
+            let Some(waker) = waker else {
+                let void = self.is_void(generation);
+                return (void.then_some(FileOutcome::Void), [dropped, None], None);
             };
             if self.is_void(generation) {
-                drop_later.extend(held);
-                return (Some(FileOutcome::Void), drop_later, None);
+                return (Some(FileOutcome::Void), [dropped, None], None);
             }
             if self.has_passed(deadline) {
-                drop_later.extend(held);
-                return (Some(FileOutcome::Passed), drop_later, None);
+                return (Some(FileOutcome::Passed), [dropped, None], None);
             }
             let (filed, memo, replaced) = match view {
                 Some(view) => locked.core.file_owned(deadline, waker, view),
                 None => locked.core.file_remote(deadline, waker),
             };
-            drop_later.extend(replaced);
-            drop_later.extend(held);
+            // A remote slot's waker is given back; an owner slot's is kept, and the
+            // new filing may replace another task's in the slot it reuses.
             let then = then(locked);
             (
                 Some(FileOutcome::Filed(filed, memo)),
-                drop_later,
+                [dropped, replaced],
                 Some(then),
             )
         })
