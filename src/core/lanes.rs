@@ -95,10 +95,12 @@ impl Lanes {
             }
         };
         let l = &mut self.lanes[lane];
-        if front {
+        // Either end: a lane filed in decreasing order (or a request moved earlier
+        // again and again) leaves its stale records at the front too.
+        shed(l, &live);
+        if front && !l.records.is_empty() {
             l.records.push_front(record);
         } else {
-            shed(l, &live);
             l.records.push_back(record);
             l.tail = at;
         }

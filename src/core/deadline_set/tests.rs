@@ -274,3 +274,45 @@ fn stale_records_of_slots_given_back_after_a_burst_are_skipped() {
     assert!(wake.is_empty());
     assert_eq!(set.filings(), 0);
 }
+
+#[test]
+fn a_filing_moved_earlier_again_and_again_keeps_its_records_bounded() {
+    // A `Sleep` reset 1 ms earlier per packet, for a million packets: each move
+    // prepends a record and leaves the last one stale.
+    let (mut set, mut view) = core_and_view();
+    let w = Waker::noop();
+    let (mut filed, _, _) = set.file_owned(u64::MAX / 2, w, &mut view);
+    for i in 1..1_000_000u64 {
+        filed = set
+            .move_filing(filed, u64::MAX / 2 - i * 1_000_000)
+            .expect("still pending");
+    }
+    assert_eq!(set.pending(), 1);
+    let records = set.lanes.records();
+    assert!(records <= 2 + 2 * COMPACT_MIN, "records: {records}");
+    let last = u64::MAX / 2 - 999_999 * 1_000_000;
+    let mut wake = Vec::new();
+    assert_eq!(set.expire(last - 1, &mut wake), last);
+    assert!(wake.is_empty());
+    assert_eq!(set.expire(last, &mut wake), NEVER);
+    assert_eq!(wake.len(), 1, "the moved filing fires at its last deadline");
+}
+
+#[test]
+fn requests_filed_in_decreasing_order_and_answered_keep_records_bounded() {
+    // Deadlines filed last-first (a runtime waking deferred tasks in reverse), each
+    // answered before the next is filed.
+    let (mut set, mut view) = core_and_view();
+    let w = Waker::noop();
+    for i in 0..1_000_000u64 {
+        let (filed, _, _) = set.file_owned(u64::MAX / 2 - i, w, &mut view);
+        if view.cancel(filed) {
+            set.reclaim(&mut view);
+        }
+    }
+    let records = set.lanes.records();
+    assert!(
+        records <= 2 * RECLAIM_BATCH + 2 * COMPACT_MIN + 1,
+        "records: {records}"
+    );
+}
