@@ -1,7 +1,8 @@
 //! Group 4: a per-request deadline. A fresh `tokio::time::timeout` (create, poll,
 //! drop), ours (its deadline filed in the thread's deadline set), pingora-timeout's
-//! `fast_timeout` and `tokio_timeout`, a fresh `sleep` (tokio's and ours: ours
-//! files in the same set), and one `Sleep` reused across requests with `reset`.
+//! `fast_timeout` and `tokio_timeout`, a `timeout` whose future is ready at its
+//! first poll (tokio's and ours), a fresh `sleep` (tokio's and ours: ours files in
+//! the same set), and one `Sleep` reused across requests with `reset`.
 
 mod common;
 
@@ -41,6 +42,19 @@ fn per_request(c: &mut Criterion) {
     group.bench_function("lazy_timeout_new_poll_drop", |b| {
         b.iter(|| {
             let fut = lazy_deadline::timeout(black_box(DEADLINE), pending::<()>());
+            let _ = poll_once(pin!(fut));
+        })
+    });
+    // Answered at the first poll: nothing is filed, the deadline is only computed.
+    group.bench_function("tokio_timeout_ready_new_poll_drop", |b| {
+        b.iter(|| {
+            let fut = tokio::time::timeout(black_box(DEADLINE), std::future::ready(()));
+            let _ = poll_once(pin!(fut));
+        })
+    });
+    group.bench_function("lazy_timeout_ready_new_poll_drop", |b| {
+        b.iter(|| {
+            let fut = lazy_deadline::timeout(black_box(DEADLINE), std::future::ready(()));
             let _ = poll_once(pin!(fut));
         })
     });

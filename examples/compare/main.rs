@@ -153,7 +153,8 @@ fn hot_paths(bench: &mut Bench) {
         }),
     );
 
-    // 3. Earlier deadlines: the lazy path cannot help, ours pays tokio's cost.
+    // 3. Earlier deadlines: the lazy path cannot help; ours pays tokio's reset of the
+    // set's entry, plus the set's lock to move the filing.
     let far = base + Duration::from_secs(3600);
     let earlier_t = tokio::time::sleep_until(far);
     let earlier_o = lazy_deadline::sleep_until(far);
