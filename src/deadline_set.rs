@@ -196,6 +196,13 @@ impl SetEntry for TokioEntry {
         (!crate::entry::polled_away_from(runtime)).then(now_nanos)
     }
 
+    fn keeps_waker_across_reset(&self) -> bool {
+        // tokio's default driver re-registers the entry in place, waker kept. Under
+        // `--cfg tokio_unstable` the runtime may use the per-worker timer, whose
+        // reset makes a new entry: the set polls it after each re-arm there.
+        !cfg!(tokio_unstable)
+    }
+
     fn tick_end(&self, at: u64) -> Option<u64> {
         let offset = self.grid?;
         // The first boundary at or after `at`: boundaries are `offset` plus whole

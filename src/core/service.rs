@@ -44,6 +44,13 @@ pub trait SetEntry {
         let _ = at;
         None
     }
+    /// Whether a reset keeps the waker the entry was last polled with (and wakes it
+    /// from inside the reset when the new deadline has passed), so that a re-arm
+    /// needs no poll. tokio's default driver does; its per-worker timer (unstable)
+    /// makes a new entry on reset, which holds no waker until polled.
+    fn keeps_waker_across_reset(&self) -> bool {
+        false
+    }
 }
 
 /// What a service leaves to do after the lock: the expired requests' wakers, and
@@ -151,9 +158,10 @@ impl<X: SetEntry> SharedSet<X> {
         // `Locked::armed`), which tokio keeps across a reset and wakes from inside it
         // when the new deadline has passed already: that wake, or one from the
         // driver meanwhile, comes back as a signal, and a whole service runs. No
-        // poll, so no waker clone. An entry not armed may never have been polled:
-        // moved and polled.
-        let (fired, signalled) = if armed == NEVER {
+        // poll, so no waker clone. An entry not armed may never have been polled,
+        // and a driver that drops the waker on reset needs the poll: moved and
+        // polled.
+        let (fired, signalled) = if armed == NEVER || !locked.extra.keeps_waker_across_reset() {
             self.reset_and_poll(locked, deadline)
         } else {
             let ((), signalled) = self.state().in_call(|| locked.extra.reset(deadline));

@@ -91,4 +91,8 @@ impl SetEntry for StubEntry {
     fn home_now(&mut self) -> Option<u64> {
         None // the service runs away from the set's runtime: only fires count
     }
+
+    fn keeps_waker_across_reset(&self) -> bool {
+        true // as tokio's default driver: `reset` above leaves the waker registered
+    }
 }
