@@ -304,8 +304,8 @@ M = [
   "        if !front {\n            shed(l, &live);\n        }\n        if front && !l.records.is_empty() {",
   "U:core::deadline_set::tests", "requests_filed_in_decreasing_order_and_answered_keep_records_bounded"),
  ("deadline set: a filing moved in place files no record at its new deadline", "src/core/deadline_set.rs",
-  "        let lane = self.place(deadline, filed.index, ticket);",
-  "        let lane = {\n            let _ = deadline;\n            0\n        };",
+  "        let ticket = self.queue(filed.index, deadline);",
+  "        let ticket = {\n            let ticket = self.next_ticket;\n            self.next_ticket += 1;\n            self.slot_mut(filed.index).ticket = ticket;\n            let _ = deadline;\n            ticket\n        };",
   "T:deadline_set_traps", "a_waiting_sleep_reset_earlier_is_woken_at_the_new_deadline"),
 ]
 args = sys.argv[1:]

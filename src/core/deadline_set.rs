@@ -143,19 +143,29 @@ impl SetCore {
     /// if that wakes the same task).
     #[inline]
     fn fill(&mut self, index: u32, deadline: u64, waker: &Waker) -> Placement {
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        let lane = self.place(deadline, index, ticket);
+        let ticket = self.queue(index, deadline);
         let slot = self.slot_mut(index);
         let replaced = keep_or_replace(&mut slot.waker, waker);
         let memo = WakerMemo::of(slot.waker.as_ref().expect("just stored"));
-        slot.ticket = ticket;
-        slot.deadline = deadline;
-        slot.lane = lane;
         slot.taken = true;
         slot.fired = false;
         self.filings += 1;
         (Filed { index, ticket }, memo, replaced)
+    }
+
+    /// Gives slot `index` a new ticket and a record at `deadline` (where the slot
+    /// notes its lane). The ticket first: a record the slot had is stale while the
+    /// lanes shed.
+    #[inline]
+    fn queue(&mut self, index: u32, deadline: u64) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.slot_mut(index).ticket = ticket;
+        let lane = self.place(deadline, index, ticket);
+        let slot = self.slot_mut(index);
+        slot.deadline = deadline;
+        slot.lane = lane;
+        ticket
     }
 
     /// Gives back the slots the owner answered since its last lock (`view`'s list).
@@ -211,14 +221,7 @@ impl SetCore {
             return None;
         }
         self.unqueue(filed, false);
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        // The new ticket first: the old record is stale while the lanes shed.
-        self.slot_mut(filed.index).ticket = ticket;
-        let lane = self.place(deadline, filed.index, ticket);
-        let slot = self.slot_mut(filed.index);
-        slot.deadline = deadline;
-        slot.lane = lane;
+        let ticket = self.queue(filed.index, deadline);
         if !filed.is_remote() {
             // Relaxed: under the lock; the filing is the caller's, so its owner's
             // lock-free answer cannot race this (see `OwnerView::cancel`).
