@@ -26,6 +26,7 @@
 //! that needs one.
 
 use crate::core::deadline_set::{Filed, OwnerView};
+use crate::core::grid::find_boundary;
 use crate::core::service::{wake_all, SetEntry};
 use crate::core::shared_set::{FileOutcome, Locked, SharedSet};
 use crate::runtime_life::RuntimeLife;
@@ -72,6 +73,9 @@ struct TokioEntry {
     /// A tick boundary of the runtime's timer driver (any one: they are a
     /// millisecond apart), learnt when the set was bound; `None` if it could not be.
     grid: Option<u64>,
+    /// Whether the entry keeps its waker across a reset (learnt when the set was
+    /// bound: see `probe_driver`).
+    keeps_waker: bool,
     /// How often the entry was re-armed (tokio's driver lock each time), for tests.
     #[cfg(test)]
     resets: u64,
@@ -105,67 +109,62 @@ impl TokioEntry {
             life: None,
             holder: Holder::Nobody,
             grid: None,
+            keeps_waker: false,
             #[cfg(test)]
             resets: 0,
         }
     }
 }
 
-/// A tick boundary of the driver `sleep` belongs to, in nanoseconds of the time base,
-/// or `None` if it cannot be told.
+/// What a set learns of its runtime's timer driver when it is bound, through its own
+/// entry `sleep` (made in that runtime): whether a reset keeps the waker the entry
+/// was last polled with and wakes it from inside the reset when the new deadline has
+/// passed (tokio's default driver does; the per-worker timer of `tokio_unstable`
+/// makes a new entry per reset, which holds no waker until polled), and, if so, a
+/// tick boundary of the driver (`core::grid`). Asked at run time, per runtime: a
+/// build may pass `--cfg tokio_unstable` to tokio and not to this crate, and only a
+/// multi-thread runtime built with `enable_alt_timer` has that timer.
 ///
-/// tokio's driver fires a deadline `d` once it has processed the tick
-/// `ceil((d - start) / 1 ms)`, `start` being when the driver was built: the deadlines
-/// it has fired are exactly those at or before `start + k ms`, `k` the last tick it
-/// processed, and a reset to a deadline it has passed fires the entry inside the
-/// reset. So the last deadline whose reset fires at once is a tick boundary; it is
-/// found by halving the interval between a deadline that fires and one that does not
-/// (about twenty resets of the set's own entry, once per set), and confirmed by two
-/// resets in a row (the boundary fires, a nanosecond later does not), so a driver
-/// that moved on meanwhile cannot leave anything but a boundary. The entry is left
-/// fired (off the wheel), so that a paused clock has nothing new to jump to.
-///
-/// Only ever used to spare a re-arm (a later fire in the same tick is the same fire)
-/// and to choose where to probe: nothing expires on it alone. Under
-/// `--cfg tokio_unstable` the runtime may use tokio's per-worker timer, whose ticks
-/// are not known here: `None`.
-fn learn_grid(sleep: &mut Pin<Box<tokio::time::Sleep>>, now: u64) -> Option<u64> {
-    if cfg!(tokio_unstable) {
-        return None;
+/// The entry is left fired (off the wheel), so that a paused clock has nothing new
+/// to jump to.
+fn probe_driver(sleep: &mut Pin<Box<tokio::time::Sleep>>) -> (bool, Option<u64>) {
+    /// Far enough that no driver fires it during the probe: only the reset can.
+    const FAR: u64 = 3_600_000_000_000;
+    let woken = Arc::new(WokenFlag::default());
+    let waker = Waker::from(woken.clone());
+    sleep
+        .as_mut()
+        .reset(from_nanos(now_nanos().saturating_add(FAR)));
+    // Outside the task's budget: a poll with the budget spent registers nothing.
+    let entry = std::pin::pin!(tokio::task::unconstrained(sleep.as_mut()));
+    let _ = entry.poll(&mut Context::from_waker(&waker));
+    sleep.as_mut().reset(from_nanos(0));
+    // Relaxed: set on this thread, inside the reset, if at all.
+    let keeps_waker = woken.0.load(std::sync::atomic::Ordering::Relaxed);
+    if !keeps_waker {
+        return (false, None);
     }
-    let mut fires = |at: u64| {
+    let grid = find_boundary(now_nanos(), |at| {
         sleep.as_mut().reset(from_nanos(at));
         sleep.is_elapsed()
-    };
-    // A deadline that does not fire (after the clock), then gallop back from it to
-    // one that does (the driver may not have turned for a while).
-    let mut late = now.saturating_add(TICK_NANOS);
-    let mut step = TICK_NANOS;
-    let mut early = loop {
-        let at = late.saturating_sub(step);
-        if fires(at) {
-            break at;
-        }
-        if at == 0 {
-            return None;
-        }
-        late = at;
-        step = step.saturating_mul(2);
-    };
-    if fires(late) {
-        return None; // moving too fast to tell
+    });
+    sleep.as_mut().reset(from_nanos(0)); // leave the entry fired: off the wheel
+    (true, grid)
+}
+
+/// A waker that records whether it was woken.
+#[derive(Default)]
+struct WokenFlag(std::sync::atomic::AtomicBool);
+
+impl Wake for WokenFlag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
     }
-    while late - early > 1 {
-        let mid = early + (late - early) / 2;
-        if fires(mid) {
-            early = mid;
-        } else {
-            late = mid;
-        }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // Relaxed: read on the thread that woke it (see `probe_driver`).
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    let boundary = fires(early) && !fires(early + 1);
-    fires(0); // leave the entry fired: off the wheel
-    boundary.then_some(early % TICK_NANOS)
 }
 
 impl SetEntry for TokioEntry {
@@ -197,10 +196,10 @@ impl SetEntry for TokioEntry {
     }
 
     fn keeps_waker_across_reset(&self) -> bool {
-        // tokio's default driver re-registers the entry in place, waker kept. Under
-        // `--cfg tokio_unstable` the runtime may use the per-worker timer, whose
-        // reset makes a new entry: the set polls it after each re-arm there.
-        !cfg!(tokio_unstable)
+        // Learnt at binding (`probe_driver`): tokio's default driver re-registers
+        // the entry in place, waker kept; its per-worker timer makes a new entry, and
+        // the set polls it after each re-arm there.
+        self.keeps_waker
     }
 
     fn tick_end(&self, at: u64) -> Option<u64> {
@@ -245,30 +244,50 @@ impl DeadlineSet {
         // The entry first, in this runtime: a missing time driver panics here, with
         // tokio's message, before anything is taken from the pool.
         let mut sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
-        let grid = learn_grid(&mut sleep, now_nanos());
+        let (keeps_waker, grid) = probe_driver(&mut sleep);
         let set = POOL
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .pop()
             .unwrap_or_else(|| Box::leak(Box::new(Self::new())));
-        let (generation, view) = set.shared.state().with(|locked| {
+        let entry = TokioEntry {
+            sleep: Some(sleep),
+            waker: None,
+            runtime: Some(runtime),
+            life: Some(life.clone()),
+            holder: if thread {
+                Holder::Thread
+            } else {
+                Holder::Orphans
+            },
+            grid,
+            keeps_waker,
+            #[cfg(test)]
+            resets: 0,
+        };
+        set.bind_as(entry, life, thread)
+    }
+
+    /// [`bind`](Self::bind) once the set is out of the pool: a new binding with
+    /// `entry`, recorded in the runtime's `life`.
+    fn bind_as(
+        &'static self,
+        mut entry: TokioEntry,
+        life: &RuntimeLife,
+        thread: bool,
+    ) -> Option<(&'static Self, u64, Option<OwnerView>)> {
+        let set = self;
+        let (generation, view, unbound) = set.shared.state().with(|locked| {
             let generation = set.shared.open(locked);
-            locked.extra = TokioEntry {
-                sleep: Some(sleep),
-                waker: Some(Waker::from(Arc::new(SetWaker { set, generation }))),
-                runtime: Some(runtime),
-                life: Some(life.clone()),
-                holder: if thread {
-                    Holder::Thread
-                } else {
-                    Holder::Orphans
-                },
-                grid,
-                #[cfg(test)]
-                resets: 0,
-            };
-            (generation, thread.then(|| locked.core.owner_view()))
+            entry.waker = Some(Waker::from(Arc::new(SetWaker { set, generation })));
+            let unbound = std::mem::replace(&mut locked.extra, entry);
+            (
+                generation,
+                thread.then(|| locked.core.owner_view()),
+                unbound,
+            )
         });
+        drop(unbound); // after the lock (it holds nothing; a rule without exceptions)
         if !life.add_set((set, generation)) {
             // The runtime went meanwhile: nobody will hold this binding.
             set.shared
@@ -298,18 +317,20 @@ impl DeadlineSet {
     /// drop its entry (and with it the runtime's handle). Back to the pool if nothing
     /// holds the set any more.
     pub fn close(&'static self, generation: u64) {
-        let mut wake = Vec::new();
+        let (mut wake, mut kept) = (Vec::new(), Vec::new());
         let (entry, waker, idle) = self.shared.state().with(|locked| {
             if !self.is_open(generation) {
                 return (None, None, false);
             }
-            self.shared.close(locked, &mut wake);
+            self.shared.close(locked, &mut wake, &mut kept);
             let idle = locked.extra.holder != Holder::Thread && locked.core.filings() == 0;
             (locked.extra.sleep.take(), locked.extra.waker.take(), idle)
         });
-        // After the lock: tokio's entry takes its driver's lock to go.
+        // After the lock: tokio's entry takes its driver's lock to go, and a waker's
+        // drop may run any code.
         drop(entry);
         drop(waker);
+        drop(kept);
         wake_all(wake);
         if idle {
             self.retire(generation);
@@ -511,14 +532,16 @@ fn rearm(
 }
 
 impl Filing {
-    /// Whether the filed deadline has passed; registers `waker` if it changed.
+    /// Whether the filed deadline has passed; registers `waker` if it changed (or,
+    /// if its runtime shut down meanwhile, wakes it so that its poll sees that).
     #[inline]
     pub fn poll_passed(&mut self, deadline: u64, waker: &Waker) -> bool {
         match self.filed {
-            Some(filed) => self
-                .set
-                .shared
-                .poll_passed(filed, deadline, &mut self.memo, waker),
+            Some(filed) => {
+                self.set
+                    .shared
+                    .poll_passed(self.generation, filed, deadline, &mut self.memo, waker)
+            }
             None => false,
         }
     }
@@ -563,7 +586,9 @@ impl Drop for Filing {
     fn drop(&mut self) {
         let (set, generation) = (self.set, self.generation);
         if let Some(filed) = self.filed {
-            thread_sets::with_view(set, generation, |view| set.shared.cancel(filed, view));
+            let waker =
+                thread_sets::with_view(set, generation, |view| set.shared.cancel(filed, view));
+            drop(waker); // after the lock and the thread's list: it may run any code
         }
         if !set.is_open(generation) {
             // Its runtime has gone: the set goes back to the pool with its last filing.

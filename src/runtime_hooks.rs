@@ -14,9 +14,18 @@
 /// `Handle::enter` or `block_on` on a blocking thread of this one), where an unpinned
 /// timer, like tokio's, belongs to the runtime of that context. With real clocks the
 /// two runtimes' clocks agree and nothing differs but which driver fires the timer;
-/// with a paused clock in either runtime, the pinned thread's runtime judges it. A
-/// thread whose runtime has shut down looks the current runtime up again. A
-/// current-thread runtime starts no thread for its `block_on`, so the hook only
+/// with a paused clock in either runtime, the pinned thread's runtime judges it.
+///
+/// A thread that outlives its runtime (a blocking thread after
+/// `shutdown_background` or `shutdown_timeout`, carrying on in a runtime of its own or
+/// in another's `Handle::enter`) lets go of the pin at its first timer after the
+/// runtime is gone: that timer, and the thread's timers from then on, look the
+/// current runtime up as on a thread without the hook, and the gone runtime's handle
+/// (its driver, its file descriptors) is dropped then. While the runtime is shutting
+/// down but its tasks are not yet dropped, a pinned thread's timers are still that
+/// runtime's (woken at its shutdown, as its other timers are).
+///
+/// A current-thread runtime starts no thread for its `block_on`, so the hook only
 /// covers its blocking threads.
 ///
 /// # Panics

@@ -74,6 +74,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
         filed_at: NEVER,
         reset_unpolled: false,
         completed: false,
+        last_waker: None,
         away: None,
         stats: Stats::default(),
         _pinned: PhantomPinned,
@@ -183,6 +184,12 @@ pin_project! {
         reset_unpolled: bool,
         // Resolved at `deadline`; cleared by `reset`. Repeated polls stop here.
         completed: bool,
+        // The waker of its last `Ready` poll. tokio's entry keeps the waker it was
+        // last polled with, and a reset of a completed `Sleep` re-registers the entry
+        // with it: the task is woken at the new deadline (inside the reset if that
+        // has passed) without polling again. A reset of a completed `Sleep` files at
+        // once with this waker, to the same effect.
+        last_waker: Option<Waker>,
         // Used outside the set's runtime: later resets re-file at once (see `reset`).
         // Judged at the first later reset after the first poll (`None` until then),
         // so a `Sleep` that is never moved later never asks.
@@ -232,6 +239,11 @@ impl Sleep {
     /// Before the first poll every reset is a store. Polled away from its runtime,
     /// every reset re-files at once (see the type's `# Precision`).
     ///
+    /// A reset of a completed `Sleep` files at once, as tokio's re-registers its
+    /// entry with the waker of its last poll: the task that polled it last is woken
+    /// at the new deadline (at once, if that has passed) even if it does not poll it
+    /// again in between.
+    ///
     /// # Examples
     ///
     /// ```
@@ -253,11 +265,24 @@ impl Sleep {
         let this = self.project();
         *this.deadline = deadline;
         *this.at = to_nanos(deadline);
-        *this.completed = false;
+        let completed = std::mem::replace(this.completed, false);
         *this.reset_unpolled = true;
         if let Some(fallback) = this.fallback {
             fallback.as_mut().reset(deadline);
             return;
+        }
+        if completed {
+            if let Some(waker) = this.last_waker {
+                refile_completed(
+                    this.filing,
+                    this.bound,
+                    *this.at,
+                    this.filed_at,
+                    this.stats,
+                    waker,
+                );
+                return;
+            }
         }
         if this.filing.is_some()
             && (*this.at < *this.filed_at
@@ -321,6 +346,14 @@ impl Future for Sleep {
         // way out: a pending poll yields anyway (tokio's also wakes the task then,
         // to register at its next poll; ours has filed already).
         ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
+        // As tokio's entry, keep the waker of this poll (see `last_waker`).
+        if !this
+            .last_waker
+            .as_ref()
+            .is_some_and(|last| last.will_wake(cx.waker()))
+        {
+            *this.last_waker = Some(cx.waker().clone());
+        }
         Poll::Ready(())
     }
 }
@@ -386,6 +419,33 @@ fn refile_now(slot: &mut Option<Filing>, at: u64, filed_at: &mut u64, stats: &mu
         }
         // Passed, or its runtime shut down: the next poll files afresh, and learns.
         Some(FileResult::Passed | FileResult::Void) | None => {}
+    }
+}
+
+/// A reset of a completed `Sleep` (see `last_waker`): files `at` now, for `waker`.
+/// If it has passed already, or the runtime has shut down, nothing is filed and
+/// `waker` is woken now (tokio wakes it inside the reset): its next poll files afresh
+/// and completes, or learns of the shutdown.
+#[inline(never)]
+fn refile_completed(
+    slot: &mut Option<Filing>,
+    bound: &Bound,
+    at: u64,
+    filed_at: &mut u64,
+    stats: &mut Stats,
+    waker: &Waker,
+) {
+    let result = match slot.take() {
+        Some(filing) => filing.refile(at, Some(waker)),
+        None => Some(bound.file(at, waker)),
+    };
+    match result {
+        Some(FileResult::Filed(filing)) => {
+            *slot = Some(filing);
+            *filed_at = at;
+            stats.registrations += 1;
+        }
+        Some(FileResult::Passed | FileResult::Void) | None => waker.wake_by_ref(),
     }
 }
 

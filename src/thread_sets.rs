@@ -65,10 +65,17 @@ struct Owned {
 struct ThreadSets {
     owned: Vec<Owned>,
     /// The runtime that started this thread, if it said so ([`pin_to_current`]):
-    /// timers made here are its, with no runtime lookup. Its handle is kept for the
-    /// thread's first timer (a thread of that runtime holds one anyway: tokio's own
-    /// context for it).
-    pinned: Option<tokio::runtime::Handle>,
+    /// timers made here are its, with no runtime lookup, while it lives.
+    pinned: Option<Pinned>,
+}
+
+/// The runtime a thread is pinned to.
+struct Pinned {
+    /// Kept for the thread's first timer (a thread of that runtime holds one anyway:
+    /// tokio's own context for it); dropped once the runtime is found gone.
+    handle: tokio::runtime::Handle,
+    /// Whether it lives, once a timer has asked.
+    life: Option<RuntimeLife>,
 }
 
 impl ThreadSets {
@@ -124,25 +131,46 @@ pub(crate) fn current() -> Bound {
 #[cold]
 #[track_caller]
 fn slow() -> Bound {
-    let found = THREAD.try_with(|thread| {
-        let thread = thread.try_borrow().ok()?;
-        Some(match &thread.pinned {
-            Some(pinned) => match thread.bound(pinned.id()) {
-                Some(bound) => Lookup::Found(bound),
-                None => Lookup::FirstPinned(pinned.clone()),
-            },
-            None => match tokio::runtime::Handle::try_current() {
-                Ok(handle) => match thread.bound(handle.id()) {
+    let lookup = || {
+        THREAD.try_with(|thread| {
+            let thread = thread.try_borrow().ok()?;
+            Some(match &thread.pinned {
+                Some(pinned) => match thread.bound(pinned.handle.id()) {
                     Some(bound) => Lookup::Found(bound),
-                    None => Lookup::Miss(handle),
+                    None => Lookup::FirstPinned(pinned.handle.clone(), pinned.life.clone()),
                 },
-                Err(_) => Lookup::NoRuntime,
-            },
+                None => match tokio::runtime::Handle::try_current() {
+                    Ok(handle) => match thread.bound(handle.id()) {
+                        Some(bound) => Lookup::Found(bound),
+                        None => Lookup::Miss(handle),
+                    },
+                    Err(_) => Lookup::NoRuntime,
+                },
+            })
         })
-    });
+    };
+    let mut found = lookup();
+    if let Ok(Some(Lookup::FirstPinned(handle, life))) = &found {
+        // Outside the list's borrow: asking may spawn the runtime's sentinel.
+        let life = life.clone().unwrap_or_else(|| RuntimeLife::of(handle));
+        if life.is_gone() {
+            // The thread outlived its runtime (a blocking thread after
+            // `shutdown_background`): it binds as an unpinned thread from now on, and
+            // keeps nothing of the gone runtime.
+            unpin();
+            found = lookup();
+        } else {
+            let _ = THREAD.try_with(|thread| {
+                if let Some(pinned) = thread.try_borrow_mut().ok()?.pinned.as_mut() {
+                    pinned.life.get_or_insert(life);
+                }
+                Some(())
+            });
+        }
+    }
     let bound = match found {
         Ok(Some(Lookup::Found(bound))) => bound,
-        Ok(Some(Lookup::FirstPinned(handle))) => first_pinned(&handle),
+        Ok(Some(Lookup::FirstPinned(handle, _))) => first_pinned(&handle),
         Ok(Some(Lookup::Miss(handle))) => miss(&handle),
         // No runtime (tokio's panic, reported here at the caller), or the thread's
         // list is out of reach (its destructor ran, or it is borrowed).
@@ -167,7 +195,7 @@ fn remember(bound: Bound) {
                 pinned: thread
                     .pinned
                     .as_ref()
-                    .is_some_and(|p| p.id() == owned.runtime),
+                    .is_some_and(|p| p.handle.id() == owned.runtime),
             })
         })
         .ok()
@@ -180,8 +208,9 @@ fn remember(bound: Bound) {
 /// What the thread's list says for the current runtime.
 enum Lookup {
     Found(Bound),
-    /// The thread is pinned to this runtime and has no set of it yet.
-    FirstPinned(tokio::runtime::Handle),
+    /// The thread is pinned to this runtime (whose life, if known) and has no set of
+    /// it yet.
+    FirstPinned(tokio::runtime::Handle, Option<RuntimeLife>),
     /// The thread has no set of this runtime yet.
     Miss(tokio::runtime::Handle),
     NoRuntime,
@@ -206,12 +235,30 @@ fn first_pinned(handle: &tokio::runtime::Handle) -> Bound {
 /// tokio's own panic outside a runtime.
 #[track_caller]
 pub(crate) fn pin_to_current() {
-    let mut handle = Some(tokio::runtime::Handle::current());
-    let _ = THREAD.try_with(|thread| {
-        if let Ok(mut thread) = thread.try_borrow_mut() {
-            thread.pinned = handle.take();
-        }
+    let mut pinned = Some(Pinned {
+        handle: tokio::runtime::Handle::current(),
+        life: None,
     });
+    let replaced = THREAD
+        .try_with(|thread| {
+            let mut thread = thread.try_borrow_mut().ok()?;
+            std::mem::replace(&mut thread.pinned, pinned.take())
+        })
+        .ok()
+        .flatten();
+    drop(replaced); // outside the borrow: a handle's drop may drop a runtime
+}
+
+/// Lets go of this thread's pin (its runtime is gone), and of that runtime's handle
+/// (dropped outside the list's borrow: it may be the runtime's last).
+fn unpin() {
+    let pinned = THREAD
+        .try_with(|thread| thread.try_borrow_mut().ok()?.pinned.take())
+        .ok()
+        .flatten();
+    // The thread's last set stays in `LAST` only while its binding is open, and a
+    // gone runtime's sets are closed: nothing there is taken for pinned any more.
+    drop(pinned);
 }
 
 /// Runs `f` with this thread's view of `set` in binding `generation` if this thread
@@ -320,6 +367,12 @@ fn prune() {
     for owned in gone {
         owned.set.release_owner(owned.generation, owned.view);
     }
+}
+
+/// Whether this thread is pinned to a runtime (for tests).
+#[cfg(all(test, not(lazy_deadline_loom)))]
+pub(crate) fn is_pinned() -> bool {
+    THREAD.with(|thread| thread.borrow().pinned.is_some())
 }
 
 /// How many sets this thread owns (for tests).

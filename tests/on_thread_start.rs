@@ -116,3 +116,72 @@ fn a_runtime_without_the_time_driver_still_panics_with_tokios_message() {
     let message = common::panic_message(&*panic);
     assert!(message.contains("timers are disabled"), "{message}");
 }
+
+#[test]
+fn a_blocking_thread_that_outlives_its_pinned_runtime_makes_timers_in_its_own() {
+    // A blocking task of a pinned runtime that outlives it (`shutdown_background`)
+    // and carries on in a runtime of its own: its timers are that runtime's, as on a
+    // thread without the hook (before, each was void and panicked with tokio's "being
+    // shutdown"). With and without a timer made on the thread before the shutdown.
+    for timer_before in [false, true] {
+        let outcome = watchdog("a thread that outlived its runtime", LIMIT, move || {
+            let rt = pinned(1);
+            let (gone_tx, gone_rx) = std::sync::mpsc::channel::<()>();
+            let (done_tx, done_rx) = std::sync::mpsc::channel();
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+            rt.spawn_blocking(move || {
+                if timer_before {
+                    tokio::runtime::Handle::current()
+                        .block_on(async { lazy_deadline::sleep(ms(1)).await });
+                }
+                ready_tx.send(()).unwrap();
+                gone_rx.recv().unwrap();
+                let own = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .start_paused(true)
+                    .build()
+                    .unwrap();
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    own.block_on(async {
+                        let start = tokio::time::Instant::now();
+                        lazy_deadline::sleep(ms(5)).await;
+                        let late = lazy_deadline::timeout(ms(5), pending::<()>()).await;
+                        (start.elapsed(), late.is_err())
+                    })
+                }));
+                let _ = done_tx.send(result.map_err(|panic| common::panic_message(&*panic)));
+            });
+            ready_rx.recv().unwrap();
+            // A timer of the runtime, waited on from here: its runtime's shutdown
+            // wakes it once tokio has dropped the runtime's tasks (the runtime is gone
+            // then, not just asked to shut down).
+            let mut watcher = {
+                let _entered = rt.enter();
+                Box::pin(lazy_deadline::sleep(ms(3_600_000)))
+            };
+            let (closed_tx, closed_rx) = std::sync::mpsc::channel();
+            let waker = std::task::Waker::from(std::sync::Arc::new(SendOnWake(
+                std::sync::Mutex::new(closed_tx),
+            )));
+            assert!(common::poll_with(watcher.as_mut(), &waker).is_pending());
+            rt.shutdown_background();
+            closed_rx.recv().unwrap();
+            gone_tx.send(()).unwrap();
+            done_rx.recv().unwrap()
+        });
+        assert_eq!(
+            outcome,
+            Ok((ms(10), true)),
+            "timers of the thread's own runtime, by its paused clock"
+        );
+    }
+}
+
+/// A waker that sends on a channel when woken.
+struct SendOnWake(std::sync::Mutex<std::sync::mpsc::Sender<()>>);
+
+impl std::task::Wake for SendOnWake {
+    fn wake(self: std::sync::Arc<Self>) {
+        let _ = self.0.lock().unwrap().send(());
+    }
+}

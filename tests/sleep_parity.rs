@@ -209,3 +209,56 @@ async fn completed_sleep_stays_ready() {
     assert_eq!(poll_once(s.as_mut()), Poll::Ready(()));
     assert_eq!(s.stats().entry_fires, 1, "repeated polls are not new fires");
 }
+
+/// Both `Sleep`s, for the side-by-side tests below.
+trait AnySleep: std::future::Future<Output = ()> {
+    fn reset_to(self: std::pin::Pin<&mut Self>, deadline: Instant);
+}
+
+impl AnySleep for lazy_deadline::Sleep {
+    fn reset_to(self: std::pin::Pin<&mut Self>, deadline: Instant) {
+        self.reset(deadline);
+    }
+}
+
+impl AnySleep for tokio::time::Sleep {
+    fn reset_to(self: std::pin::Pin<&mut Self>, deadline: Instant) {
+        self.reset(deadline);
+    }
+}
+
+/// What a hand-written future sees when it resets its completed sleep and returns
+/// `Pending` without polling the sleep again (a limiter, a ticker): the wakes its
+/// waker got right after a reset into the past, and at a later deadline; and whether
+/// each sleep then resolves.
+async fn completed_reset_wakes<S: AnySleep>(make: impl FnOnce(Instant) -> S) -> Vec<usize> {
+    let (count, waker) = common::CountingWaker::new();
+    let start = Instant::now();
+    let sleep = make(start + ms(5));
+    tokio::pin!(sleep);
+    let mut seen = Vec::new();
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_pending());
+    time::advance(ms(5)).await;
+    seen.push(count.wakes()); // the fire
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_ready());
+    // Into the past: tokio wakes the waker it kept, inside the reset.
+    sleep.as_mut().reset_to(start + ms(1));
+    seen.push(count.wakes());
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_ready());
+    // Later, and not polled: tokio's entry wakes the kept waker at the deadline.
+    sleep.as_mut().reset_to(Instant::now() + ms(10));
+    time::advance(ms(9)).await;
+    seen.push(count.wakes());
+    time::advance(ms(1)).await;
+    seen.push(count.wakes());
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_ready());
+    seen
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_completed_sleep_reset_wakes_its_last_waker_as_tokios_does() {
+    let tokio = completed_reset_wakes(time::sleep_until).await;
+    let ours = completed_reset_wakes(sleep_until).await;
+    assert_eq!(tokio, [1, 2, 2, 3], "tokio's own behaviour changed");
+    assert_eq!(ours, tokio);
+}

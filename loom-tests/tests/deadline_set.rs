@@ -42,6 +42,11 @@ fn file(
     }
 }
 
+/// The set's current binding.
+fn generation_of(set: &SharedSet<()>) -> u64 {
+    set.generation()
+}
+
 /// A set with one request filed at `DEADLINE` for `waker` by its owner.
 fn filed_for(waker: &Waker) -> (Arc<SharedSet<()>>, Filed, WakerMemo, OwnerView) {
     let (set, generation, mut view) = open_set();
@@ -76,7 +81,7 @@ fn a_lock_free_poll_racing_the_fire_sees_it_or_is_woken() {
             "the clone stored is the same waker"
         );
         let fire = spawn_fire(&set);
-        let passed = set.poll_passed(filed, DEADLINE, &mut memo, &waker);
+        let passed = set.poll_passed(generation_of(&set), filed, DEADLINE, &mut memo, &waker);
         fire.join().unwrap();
         assert!(
             passed || flag.woken(),
@@ -94,7 +99,7 @@ fn a_new_waker_racing_the_fire_is_woken_or_sees_it() {
         let (set, filed, mut memo, _view) = filed_for(&old);
         let (flag, new) = WakeFlag::new();
         let fire = spawn_fire(&set);
-        let passed = set.poll_passed(filed, DEADLINE, &mut memo, &new);
+        let passed = set.poll_passed(generation_of(&set), filed, DEADLINE, &mut memo, &new);
         fire.join().unwrap();
         assert!(
             passed || flag.woken(),
@@ -114,7 +119,7 @@ fn a_poll_from_another_thread_racing_the_fire_is_woken_or_sees_it() {
             let set = set.clone();
             thread::spawn(move || {
                 let (flag, new) = WakeFlag::new();
-                let passed = set.poll_passed(filed, DEADLINE, &mut memo, &new);
+                let passed = set.poll_passed(generation_of(&set), filed, DEADLINE, &mut memo, &new);
                 (passed, flag)
             })
         };
@@ -138,7 +143,7 @@ fn a_cancel_from_another_thread_racing_the_fire_frees_the_slot_once() {
         let fire = spawn_fire(&set);
         let canceller = {
             let set = set.clone();
-            thread::spawn(move || set.cancel(filed, None))
+            thread::spawn(move || drop(set.cancel(filed, None)))
         };
         fire.join().unwrap();
         canceller.join().unwrap();
@@ -150,7 +155,7 @@ fn a_cancel_from_another_thread_racing_the_fire_frees_the_slot_once() {
         let (flag2, waker2) = WakeFlag::new();
         let generation = set.generation();
         let (again, _) = file(&set, generation, DEADLINE + 5, &waker2, Some(&mut view));
-        set.cancel(filed, None);
+        drop(set.cancel(filed, None));
         set.state().with(|locked| {
             assert!(
                 locked.core.is_pending(again),
@@ -171,7 +176,7 @@ fn the_owners_lock_free_answer_racing_the_fire_gives_the_slot_back_once() {
         let (flag, waker) = WakeFlag::new();
         let (set, filed, _, mut view) = filed_for(&waker);
         let fire = spawn_fire(&set);
-        set.cancel(filed, Some(&mut view));
+        drop(set.cancel(filed, Some(&mut view)));
         fire.join().unwrap();
         assert!(flag.count() <= 1, "woken twice");
         // The owner's next filing gives the slot back and may take it again.
@@ -204,8 +209,10 @@ fn a_close_racing_a_filing_refuses_it_or_wakes_it() {
         let closer = {
             let set = set.clone();
             thread::spawn(move || {
-                let mut wake = Vec::new();
-                set.state().with(|locked| set.close(locked, &mut wake));
+                let (mut wake, mut kept) = (Vec::new(), Vec::new());
+                set.state()
+                    .with(|locked| set.close(locked, &mut wake, &mut kept));
+                drop(kept);
                 for waker in wake {
                     waker.wake();
                 }

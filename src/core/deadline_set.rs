@@ -11,8 +11,11 @@
 //! - **Order.** Records of the pending deadlines sit in [`Lanes`](super::lanes):
 //!   appends and pops, no heap.
 //! - **Memory** follows the requests in flight: answered requests' records are shed
-//!   from the lanes, and a set whose owner slots are all free again after a burst
-//!   gives back what the burst grew (beyond a small reserve).
+//!   from the lanes, and what a burst grew is given back by whoever holds the lock
+//!   next (the owner's next filing, an answer from another thread, the service):
+//!   the owner has at most [`OWNER_SLOTS`] slots, never shrunk (a burst beyond them
+//!   takes remote slots), so its state words and its lock-free view never move once
+//!   grown, and remote slots, which keep no waker once free, shrink under the lock.
 //! - **Wakers.** A slot keeps the waker of its last request after the request is
 //!   answered: the next request of the same task usually takes the same slot (free
 //!   slots are reused last-in, first-out) and finds its waker there, so filing needs
@@ -30,8 +33,14 @@ use crate::sync::WakerMemo;
 use crate::sync::{Arc, Ordering};
 use std::task::Waker;
 
-/// Slots kept when a set shrinks after a burst: the in-flight requests of a busy
-/// thread fit, and the memory kept stays a few kilobytes.
+/// The owner thread's slots at most (and state words: 2 KiB). A thread with more
+/// requests in flight at once files the rest in remote slots (answered under the
+/// lock). The owner's slots are never shrunk: their kept wakers are only dropped
+/// when the set is cleared, after its lock, and the owner's view of the state words
+/// stays the set's own.
+pub const OWNER_SLOTS: usize = 256;
+
+/// Remote slots kept when they shrink after a burst.
 pub const SHRINK_KEEP: usize = 256;
 
 #[derive(Debug, Default)]
@@ -55,11 +64,13 @@ pub struct SetCore {
     states: Arc<StateWords>,
     free: Vec<u32>,
     remote: Vec<Slot>,
+    /// Free remote slots; may also name slots that a shrink has dropped since (at
+    /// or past `remote.len()`): skipped when popped.
     remote_free: Vec<u32>,
+    /// Remote slots taken.
+    remote_taken: usize,
     lanes: Lanes,
     next_ticket: u64,
-    /// Owner slots taken (pending, or answered and not yet given back).
-    in_use: usize,
     /// Filings alive (owner slots not given back, remote filings not cancelled).
     filings: usize,
 }
@@ -72,9 +83,9 @@ impl Default for SetCore {
             free: Vec::new(),
             remote: Vec::new(),
             remote_free: Vec::new(),
+            remote_taken: 0,
             lanes: Lanes::default(),
             next_ticket: 1,
-            in_use: 0,
             filings: 0,
         }
     }
@@ -96,8 +107,8 @@ impl SetCore {
     }
 
     /// Files `deadline` for the task of `waker` in one of the owner's slots (the
-    /// owner thread only: it alone grows or shrinks the state words, and `view` is
-    /// brought up to date when it does).
+    /// owner thread only: it alone grows the state words, and `view` is brought up to
+    /// date when it does), or in a remote slot when all [`OWNER_SLOTS`] are taken.
     ///
     /// # Panics
     ///
@@ -106,14 +117,14 @@ impl SetCore {
     pub fn file_owned(&mut self, deadline: u64, waker: &Waker, view: &mut OwnerView) -> Placement {
         let index = match self.free.pop() {
             Some(index) => index,
-            None => self.grow_owned(view),
+            None if self.slots.len() < OWNER_SLOTS => self.grow_owned(view),
+            None => return self.file_remote(deadline, waker),
         };
         let placement = self.fill(index, deadline, waker);
         // Relaxed: read under this lock by the fire, and by the owner (this thread).
         self.states
             .get(index as usize)
             .store(word(placement.0.ticket, TAG_PENDING), Ordering::Relaxed);
-        self.in_use += 1;
         placement
     }
 
@@ -124,17 +135,23 @@ impl SetCore {
     ///
     /// With more than 2^31 remote requests pending at once.
     pub fn file_remote(&mut self, deadline: u64, waker: &Waker) -> Placement {
-        let index = match self.remote_free.pop() {
-            Some(index) => index,
-            None => {
-                let index = u32::try_from(self.remote.len())
-                    .ok()
-                    .filter(|&i| i < REMOTE)
-                    .expect("at most 2^31 pending deadlines per set");
-                self.remote.push(Slot::default());
-                index
-            }
-        } | REMOTE;
+        let len = self.remote.len();
+        // Entries a shrink left behind (past the end) are skipped; once the list is
+        // empty nothing stale is left in it, so a slot grown back is never listed
+        // twice.
+        let index =
+            match std::iter::from_fn(|| self.remote_free.pop()).find(|&i| (i as usize) < len) {
+                Some(index) => index,
+                None => {
+                    let index = u32::try_from(len)
+                        .ok()
+                        .filter(|&i| i < REMOTE)
+                        .expect("at most 2^31 pending deadlines per set");
+                    self.remote.push(Slot::default());
+                    index
+                }
+            } | REMOTE;
+        self.remote_taken += 1;
         self.fill(index, deadline, waker)
     }
 
@@ -169,6 +186,7 @@ impl SetCore {
     }
 
     /// Gives back the slots the owner answered since its last lock (`view`'s list).
+    /// Drops nothing: owner slots keep their wakers.
     pub fn reclaim(&mut self, view: &mut OwnerView) {
         if view.to_reclaim.is_empty() {
             return;
@@ -179,12 +197,12 @@ impl SetCore {
             self.release_owned(filed);
         }
         view.to_reclaim = answered;
-        self.maybe_shrink(view);
     }
 
     /// A request cancelled from a thread that is not the owner's (or by a filing
-    /// that moved): under the lock, for either kind of slot. Returns the waker to
-    /// drop after the lock, if the slot gave it up.
+    /// that moved, or one in a remote slot): under the lock, for either kind of
+    /// slot. Returns the waker to drop after the lock, if the slot gave it up. Gives
+    /// back what a burst left, if this was one.
     pub fn cancel_locked(&mut self, filed: Filed) -> Option<Waker> {
         if filed.is_remote() {
             self.filings -= 1;
@@ -194,13 +212,8 @@ impl SetCore {
             }
             let waker = slot.waker.take();
             self.unqueue(filed, false);
-            self.remote[filed.slot()].taken = false;
-            self.remote_free.push(filed.slot() as u32);
-            if self.remote_free.len() == self.remote.len() && self.remote.len() > SHRINK_KEEP {
-                // Every remote slot is free again after a burst: give the memory back.
-                self.remote = Vec::new();
-                self.remote_free = Vec::new();
-            }
+            self.free_remote(filed.slot());
+            self.tidy();
             return waker;
         }
         let state = self.states.get(filed.slot());
@@ -210,7 +223,46 @@ impl SetCore {
             state.store(word(filed.ticket, TAG_CANCELLED), Ordering::Relaxed);
         }
         self.release_owned(filed);
+        self.tidy();
         None
+    }
+
+    /// Remote slot `i` goes back on the free list (its waker taken already).
+    fn free_remote(&mut self, i: usize) {
+        let slot = &mut self.remote[i];
+        debug_assert!(slot.waker.is_none(), "a free remote slot keeps no waker");
+        slot.taken = false;
+        self.remote_free.push(i as u32);
+        self.remote_taken -= 1;
+    }
+
+    /// Gives back what a burst grew, once it is mostly answered: the remote slots
+    /// past the last taken one, the capacity left over, and the lanes' stale records.
+    /// O(1) when there is nothing to give back; otherwise amortised over the burst.
+    /// Drops no waker (a free remote slot keeps none), so it may run under the lock
+    /// from any thread.
+    fn tidy(&mut self) {
+        let len = self.remote.len();
+        if len > SHRINK_KEEP
+            && len >= 4 * self.remote_taken
+            && self.remote.last().is_some_and(|slot| !slot.taken)
+        {
+            while self.remote.last().is_some_and(|slot| !slot.taken) {
+                self.remote.pop();
+            }
+            let len = self.remote.len();
+            // Entries past the end stay in the free list until popped, unless they
+            // outnumber the free slots (then it is compacted: amortised).
+            if self.remote_free.len() > 2 * (len - self.remote_taken) + SHRINK_KEEP {
+                self.remote_free.retain(|&i| (i as usize) < len);
+            }
+            let keep = SHRINK_KEEP.max(2 * len);
+            self.remote.shrink_to(keep);
+            self.remote_free.shrink_to(keep);
+        }
+        let (slots, remote, states) = (&self.slots, &self.remote, &self.states);
+        self.lanes
+            .compact_sparse(|index, ticket| is_live(slots, remote, states, index, ticket));
     }
 
     /// Moves a pending request to `deadline` in place: same slot, same waker, a new
@@ -266,7 +318,9 @@ impl SetCore {
         while let Some(record) = self.lanes.pop_due(up_to) {
             self.fire(record, wake);
         }
-        self.next_deadline()
+        let next = self.next_deadline();
+        self.tidy();
+        next
     }
 
     /// The earliest deadline still pending (`NEVER`: none); sheds stale records it
@@ -285,15 +339,20 @@ impl SetCore {
     }
 
     /// The set's runtime shut down: every pending request's waker goes to `wake`
-    /// (their futures then observe the shutdown), and the records go. Slots stay
-    /// until their filings are dropped.
-    pub fn close(&mut self, wake: &mut Vec<Waker>) {
+    /// (their futures then observe the shutdown), the wakers kept by answered
+    /// requests' slots go to `drop_later` (drop them after the lock: as tokio's
+    /// timers let go of their wakers at shutdown, so that a task that owns a timer
+    /// of this set through its waker cannot keep the set for ever), and the records
+    /// go. Slots stay until their filings are dropped.
+    pub fn close(&mut self, wake: &mut Vec<Waker>, drop_later: &mut Vec<Waker>) {
         self.lanes.clear();
         for (index, slot) in self.slots.iter_mut().enumerate() {
             // Relaxed: under the lock (see `is_live`).
             let state = self.states.get(index).load(Ordering::Relaxed);
             if slot.taken && state == word(slot.ticket, TAG_PENDING) {
                 wake.extend(slot.waker.take());
+            } else {
+                drop_later.extend(slot.waker.take());
             }
         }
         for slot in self.remote.iter_mut().filter(|slot| slot.taken) {
@@ -337,16 +396,14 @@ impl SetCore {
             + self.lanes.heap_bytes()
     }
 
-    /// A new owner slot at the end, the state words grown with it (by doubling, so
-    /// the copy is amortised), `view` pointed at the new array.
+    /// A new owner slot at the end (there are fewer than [`OWNER_SLOTS`]), the state
+    /// words grown with it (by doubling, so the copy is amortised), `view` pointed at
+    /// the new array.
     fn grow_owned(&mut self, view: &mut OwnerView) -> u32 {
-        let index = u32::try_from(self.slots.len())
-            .ok()
-            .filter(|&i| i < REMOTE)
-            .expect("at most 2^31 pending deadlines per set");
+        let index = self.slots.len() as u32;
         self.slots.push(Slot::default());
         if self.states.len() < self.slots.len() {
-            let len = (self.slots.len() * 2).max(16);
+            let len = (self.slots.len() * 2).clamp(16, OWNER_SLOTS);
             self.states = Arc::new(StateWords::with_len(len, Some(&self.states)));
         }
         view.states = self.states.clone();
@@ -384,8 +441,7 @@ impl SetCore {
             }
             wake.extend(slot.waker.take());
             let lane = slot.lane;
-            slot.taken = false;
-            self.remote_free.push(i as u32);
+            self.free_remote(i);
             self.lanes.lane_done(lane);
             return;
         }
@@ -448,39 +504,7 @@ impl SetCore {
         // Relaxed: under the lock; a free slot's word is read only under it.
         self.states.get(i).store(TAG_FREE, Ordering::Relaxed);
         self.free.push(i as u32);
-        self.in_use -= 1;
         self.filings -= 1;
-    }
-
-    /// After a burst: when few owner slots are taken, drops the free ones at the end
-    /// (their kept wakers with them) and the capacity that is left over. Owner thread
-    /// only (the state words may be replaced; `view` follows).
-    fn maybe_shrink(&mut self, view: &mut OwnerView) {
-        if self.slots.len() <= SHRINK_KEEP
-            || self.slots.len() < 4 * self.in_use
-            || self.slots.last().is_none_or(|slot| slot.taken)
-        {
-            return; // small, busy, or nothing free at the end: O(1) when it returns
-        }
-        while self.slots.last().is_some_and(|slot| !slot.taken) {
-            self.slots.pop();
-        }
-        let keep = SHRINK_KEEP.max(2 * self.slots.len());
-        let len = self.slots.len();
-        self.free.retain(|&i| (i as usize) < len);
-        self.slots.shrink_to(keep);
-        self.free.shrink_to(keep);
-        if self.states.len() > keep {
-            self.states = Arc::new(StateWords::with_len(keep, Some(&self.states)));
-            view.states = self.states.clone();
-        }
-        if self.remote.iter().all(|slot| !slot.taken) {
-            self.remote = Vec::new();
-            self.remote_free = Vec::new();
-        }
-        let (slots, remote, states) = (&self.slots, &self.remote, &self.states);
-        self.lanes
-            .compact(|index, ticket| is_live(slots, remote, states, index, ticket));
     }
 
     fn is_live(&self, index: u32, ticket: u64) -> bool {

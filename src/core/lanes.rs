@@ -133,12 +133,16 @@ impl Lanes {
     pub fn next(&mut self, live: impl Fn(u32, u64) -> bool) -> Option<u64> {
         let mut next: Option<u64> = None;
         for lane in &mut self.lanes {
+            let before = lane.records.len();
             while let Some(&record) = lane.records.front() {
                 if live(record.index, record.ticket) {
                     next = Some(next.map_or(record.deadline, |n| n.min(record.deadline)));
                     break;
                 }
                 lane.records.pop_front();
+            }
+            if lane.records.len() != before {
+                shrink(&mut lane.records);
             }
         }
         while let Some(&(deadline, index, ticket)) = self.ordered.first() {
@@ -189,15 +193,17 @@ impl Lanes {
         *self = Self::default();
     }
 
-    /// Drops the stale records of every lane, and the capacity a burst left behind
-    /// (amortised over that burst: most records are stale then).
-    pub fn compact(&mut self, live: impl Fn(u32, u64) -> bool) {
+    /// Compacts each lane whose stale records outnumber its live ones, and gives
+    /// back the capacity a burst left behind: O(1) per lane when there is nothing to
+    /// do, else amortised over the answers that made the records stale. (The
+    /// ordered set holds no stale record: cancels remove theirs.)
+    pub fn compact_sparse(&mut self, live: impl Fn(u32, u64) -> bool) {
         for lane in &mut self.lanes {
-            lane.records.retain(|r| live(r.index, r.ticket));
+            if lane.records.len() > 2 * lane.live + COMPACT_MIN {
+                lane.records.retain(|r| live(r.index, r.ticket));
+            }
             shrink(&mut lane.records);
         }
-        self.ordered
-            .retain(|&(_, index, ticket)| live(index, ticket));
     }
 
     /// Pending records (their count), for tests.

@@ -33,12 +33,6 @@ pub(crate) const fn word(ticket: u64, tag: u64) -> u64 {
 /// back, when no filing of its own takes the lock first.
 pub const RECLAIM_BATCH: usize = 64;
 
-/// Above this many owner slots, every answered request is given back at once, so a
-/// set that held a burst shrinks as soon as the burst is answered (see
-/// [`OwnerView::cancel`]). A thread with fewer requests in flight never pays that
-/// lock.
-pub const EAGER_RECLAIM_ABOVE: usize = 1024;
-
 /// Where a request's deadline is filed: its slot, and the ticket it was filed under
 /// (unique for the life of the set, so a stale `Filed` never reaches a later request
 /// in the same slot).
@@ -63,8 +57,8 @@ impl Filed {
     }
 }
 
-/// The owner's slots' state words, shared with the lock holder. Replaced (grown or
-/// shrunk) only by the owner thread, under the lock.
+/// The owner's slots' state words, shared with the lock holder. Replaced (grown,
+/// never shrunk) only by the owner thread, under the lock.
 #[derive(Debug)]
 pub struct StateWords {
     words: Box<[AtomicU64]>,
@@ -116,7 +110,7 @@ impl OwnerView {
 
     /// The owner answers a request filed in one of its slots: marks it cancelled
     /// unless it already fired, and gives its slot back at the next lock. Returns
-    /// whether that should be now (see [`RECLAIM_BATCH`], [`EAGER_RECLAIM_ABOVE`]).
+    /// whether that should be now (see [`RECLAIM_BATCH`]).
     /// A load and a store, no lock and no read-modify-write (see the module docs).
     #[inline]
     pub fn cancel(&mut self, filed: Filed) -> bool {
@@ -129,7 +123,7 @@ impl OwnerView {
             state.store(word(filed.ticket, TAG_CANCELLED), Ordering::Relaxed);
         }
         self.to_reclaim.push(filed);
-        self.to_reclaim.len() >= RECLAIM_BATCH || self.states.len() > EAGER_RECLAIM_ABOVE
+        self.to_reclaim.len() >= RECLAIM_BATCH
     }
 
     /// Whether this view's state words are `states`.

@@ -63,6 +63,16 @@ pub struct Locked<X> {
     pub extra: X,
 }
 
+/// What a new waker's swap under the lock came to.
+enum Swap {
+    /// Stored (the memo of what the slot holds now), with the waker it replaced.
+    Stored(Option<WakerMemo>, Option<Waker>),
+    /// The request expired meanwhile.
+    Expired,
+    /// The binding is closed: nothing stored.
+    Void,
+}
+
 /// What filing a deadline came to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum FileOutcome {
@@ -108,15 +118,22 @@ impl<X> SharedSet<X> {
     }
 
     /// Under the lock: the binding's runtime shut down. Every pending request's
-    /// waker goes to `wake` (wake them after the lock); nothing is filed any more.
-    pub fn close(&self, locked: &mut Locked<X>, wake: &mut Vec<Waker>) {
+    /// waker goes to `wake` (wake them after the lock), the wakers answered requests'
+    /// slots kept go to `drop_later` (drop them after the lock); nothing is filed any
+    /// more, and no waker is stored any more (see [`poll_passed`](Self::poll_passed)).
+    pub fn close(
+        &self,
+        locked: &mut Locked<X>,
+        wake: &mut Vec<Waker>,
+        drop_later: &mut Vec<Waker>,
+    ) {
         // Relaxed: see `open`. A request woken here learns of the close through the
         // wake, which orders this store before its poll.
         self.life.store(
             self.life.load(Ordering::Relaxed) | CLOSED,
             Ordering::Relaxed,
         );
-        locked.core.close(wake);
+        locked.core.close(wake, drop_later);
         locked.armed = super::NEVER;
     }
 
@@ -287,11 +304,15 @@ impl<X> SharedSet<X> {
         })
     }
 
-    /// Whether the request `filed` at `deadline` has passed; if not, makes sure the
-    /// slot holds `waker` (`memo`: the one it holds, updated here).
+    /// Whether the request `filed` at `deadline` in binding `generation` has passed;
+    /// if not, makes sure the slot holds `waker` (`memo`: the one it holds, updated
+    /// here). A new waker that finds the binding closed (its runtime shut down since
+    /// the caller looked) is stored nowhere: it is woken at once, so that its poll
+    /// comes back and sees the close.
     #[inline]
     pub fn poll_passed(
         &self,
+        generation: u64,
         filed: Filed,
         deadline: u64,
         memo: &mut WakerMemo,
@@ -301,52 +322,70 @@ impl<X> SharedSet<X> {
             return true;
         }
         if *memo == WakerMemo::of(waker) {
-            return false; // the expiry wakes the waker the slot holds
+            return false; // the expiry (or the close) wakes the waker the slot holds
         }
-        self.swap_waker(filed, memo, waker)
+        self.swap_waker(generation, filed, memo, waker)
     }
 
     /// The locked part of [`poll_passed`](Self::poll_passed): a new waker.
     #[inline(never)]
-    fn swap_waker(&self, filed: Filed, memo: &mut WakerMemo, waker: &Waker) -> bool {
-        let (stored, replaced) =
-            self.state
-                .with(|locked| match locked.core.update_waker(filed, waker) {
-                    Some(replaced) => {
-                        let stored = locked.core.stored_waker(filed);
-                        (stored.map(WakerMemo::of), replaced)
-                    }
-                    None => (None, None),
-                });
-        drop(replaced); // after the lock: a waker's drop may reach this set
-        match stored {
-            Some(stored) => {
-                *memo = stored;
+    fn swap_waker(
+        &self,
+        generation: u64,
+        filed: Filed,
+        memo: &mut WakerMemo,
+        waker: &Waker,
+    ) -> bool {
+        let swapped = self.state.with(|locked| {
+            if self.is_void(generation) {
+                // Closed (or rebound): the close woke the slot's waker and nothing
+                // services this binding again, so a waker stored now would never be
+                // woken.
+                return Swap::Void;
+            }
+            match locked.core.update_waker(filed, waker) {
+                Some(replaced) => {
+                    let stored = locked.core.stored_waker(filed).map(WakerMemo::of);
+                    Swap::Stored(stored, replaced)
+                }
+                None => Swap::Expired,
+            }
+        });
+        match swapped {
+            Swap::Stored(stored, replaced) => {
+                drop(replaced); // after the lock: a waker's drop may reach this set
+                *memo = stored.unwrap_or_default();
                 false
             }
-            None => true, // expired between the mark's read and the lock
+            Swap::Expired => true, // expired between the mark's read and the lock
+            Swap::Void => {
+                waker.wake_by_ref();
+                false
+            }
         }
     }
 
     /// Answers (cancels) `filed`: lock-free through the owner's `view` for an owner
     /// slot, under the lock otherwise (a remote slot, or a filing that moved away
-    /// from its owner thread).
+    /// from its owner thread). Returns the waker the slot gave up, to drop after the
+    /// caller's own borrows too (a waker's drop may run any code).
     #[inline]
-    pub fn cancel(&self, filed: Filed, view: Option<&mut OwnerView>) {
+    #[must_use]
+    pub fn cancel(&self, filed: Filed, view: Option<&mut OwnerView>) -> Option<Waker> {
         match view {
             Some(view) if !filed.is_remote() => {
                 if view.cancel(filed) {
                     self.flush(view);
                 }
+                None
             }
             _ => self.cancel_locked(filed),
         }
     }
 
     #[inline(never)]
-    fn cancel_locked(&self, filed: Filed) {
-        let waker = self.state.with(|locked| locked.core.cancel_locked(filed));
-        drop(waker); // after the lock
+    fn cancel_locked(&self, filed: Filed) -> Option<Waker> {
+        self.state.with(|locked| locked.core.cancel_locked(filed))
     }
 
     /// Gives back the slots the owner answered since its last lock.

@@ -189,18 +189,21 @@ fn a_set_goes_back_to_the_pool_once_however_often_it_is_let_go() {
 }
 
 #[test]
-fn the_set_learns_its_runtimes_tick_boundaries() {
+fn the_set_learns_its_runtimes_driver_and_tick_boundaries() {
     // A paused runtime's driver starts where its clock starts: its tick boundaries
     // are that instant plus whole milliseconds.
     on_a_thread_of_its_own(|| {
         paused().block_on(async {
             let start = crate::time_base::to_nanos(tokio::time::Instant::now());
             let set = Bound::current().set().unwrap();
-            let offset = set.shared.state().with(|locked| locked.extra.grid);
-            if cfg!(tokio_unstable) {
-                assert_eq!(offset, None);
-                return;
-            }
+            // A current-thread runtime always has tokio's default driver (whatever
+            // the build's cfg): its reset keeps the entry's waker, and its grid is
+            // learnt.
+            let (offset, keeps_waker) = set
+                .shared
+                .state()
+                .with(|locked| (locked.extra.grid, locked.extra.keeps_waker));
+            assert!(keeps_waker);
             assert_eq!(offset, Some(start % TICK_NANOS));
             let tick_end = |at| set.shared.state().with(|locked| locked.extra.tick_end(at));
             assert_eq!(tick_end(start), Some(start));
@@ -233,9 +236,7 @@ fn deadlines_filed_in_decreasing_order_within_a_tick_rearm_once() {
                 assert!(sleep.as_mut().poll(&mut cx).is_pending());
             }
             let rearms = set.entry_resets() - before;
-            if !cfg!(tokio_unstable) {
-                assert!(rearms <= 2, "{rearms} re-arms for 64 deadlines in one tick");
-            }
+            assert!(rearms <= 2, "{rearms} re-arms for 64 deadlines in one tick");
             tokio::time::sleep(Duration::from_millis(6)).await;
             let ready = tokio::task::unconstrained(async {
                 let mut cx = Context::from_waker(Waker::noop());
@@ -248,4 +249,214 @@ fn deadlines_filed_in_decreasing_order_within_a_tick_rearm_once() {
             assert_eq!(ready, 64, "all fired by the tick after the last");
         });
     });
+}
+
+/// A waker that counts its wakes.
+fn counting_waker() -> (Arc<std::sync::atomic::AtomicUsize>, Waker) {
+    struct Count(Arc<std::sync::atomic::AtomicUsize>);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    (count.clone(), Waker::from(Arc::new(Count(count))))
+}
+
+#[test]
+fn a_new_waker_that_finds_the_set_closed_is_woken_and_not_stored() {
+    // The poll read "open", then the runtime's sentinel closed the set (waking the
+    // slot's old waker), then the poll swaps its new waker in: nothing would ever
+    // wake it there. It is woken at once instead, and its next poll sees the close.
+    on_a_thread_of_its_own(|| {
+        paused().block_on(async {
+            let bound = Bound::current();
+            let (set, generation) = (bound.set().unwrap(), bound.generation);
+            let deadline = now_nanos() + 3_600_000_000_000;
+            let (old_wakes, old) = counting_waker();
+            let FileResult::Filed(mut filing) = bound.file(deadline, &old) else {
+                panic!("filed");
+            };
+            set.close(generation);
+            assert_eq!(old_wakes.load(std::sync::atomic::Ordering::SeqCst), 1);
+            let (new_wakes, new) = counting_waker();
+            assert!(
+                !filing.poll_passed(deadline, &new),
+                "never passed by a close"
+            );
+            assert_eq!(
+                new_wakes.load(std::sync::atomic::Ordering::SeqCst),
+                1,
+                "the new waker was stored in a closed set, and never woken"
+            );
+            assert!(filing.is_void(), "its next poll sees the close");
+        });
+    });
+}
+
+#[test]
+fn a_pinned_thread_whose_runtime_is_gone_binds_as_an_unpinned_one_and_lets_the_runtime_go() {
+    // A thread pinned to a runtime that shut down (a blocking thread after
+    // `shutdown_background`) carries on in a runtime of its own: its timers are that
+    // runtime's, as on an unpinned thread, and the pin (the gone runtime's handle)
+    // is dropped at its first timer. Both with a timer made before the shutdown and
+    // without.
+    for timer_before in [false, true] {
+        on_a_thread_of_its_own(move || {
+            let gone = paused();
+            {
+                let _entered = gone.enter();
+                thread_sets::pin_to_current();
+            }
+            if timer_before {
+                gone.block_on(crate::sleep(Duration::from_millis(1)));
+            }
+            assert!(thread_sets::is_pinned());
+            drop(gone);
+            let own = paused();
+            own.block_on(async {
+                let start = tokio::time::Instant::now();
+                crate::sleep(Duration::from_millis(5)).await;
+                assert_eq!(start.elapsed(), Duration::from_millis(5));
+                let late = crate::timeout(Duration::from_millis(5), std::future::pending::<()>());
+                assert!(late.await.is_err());
+                let bound = Bound::current();
+                assert_eq!(bound.runtime(), tokio::runtime::Handle::current().id());
+            });
+            assert!(
+                !thread_sets::is_pinned(),
+                "the gone runtime's handle is kept"
+            );
+        });
+    }
+}
+
+#[test]
+fn a_timer_of_a_gone_runtime_never_files_in_its_sets_next_binding() {
+    // A timer made before its runtime shut down and polled after its set went back
+    // to the pool and was bound again, to another runtime: the set is open, but in
+    // another binding. The timer must see its own runtime gone (tokio's panic from
+    // outside it), never file in the other runtime's set and resolve by its clock.
+    on_a_thread_of_its_own(|| {
+        let first = paused();
+        let (old, mut stale) = first.block_on(async {
+            let bound = Bound::current();
+            let stale = Box::pin(crate::timeout(
+                Duration::from_secs(1),
+                std::future::pending::<()>(),
+            ));
+            (bound.set().unwrap(), stale)
+        });
+        drop(first);
+        let second = paused();
+        second.block_on(async {
+            // This thread's next miss lets the gone set go (back to the pool).
+            let bound = Bound::current();
+            if !bound.set().is_some_and(|set| std::ptr::eq(set, old)) {
+                // Another thread took it first: bind it here by hand.
+                POOL.lock()
+                    .unwrap()
+                    .retain(|pooled| !std::ptr::eq(*pooled, old));
+                let life = crate::runtime_life::RuntimeLife::of(&tokio::runtime::Handle::current());
+                let mut sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
+                let (keeps_waker, grid) = probe_driver(&mut sleep);
+                let entry = TokioEntry {
+                    sleep: Some(sleep),
+                    keeps_waker,
+                    grid,
+                    runtime: Some(tokio::runtime::Handle::current().id()),
+                    life: Some(life.clone()),
+                    holder: Holder::Orphans,
+                    ..TokioEntry::unbound()
+                };
+                old.bind_as(entry, &life, false).expect("bound");
+            }
+            assert!(old.shared.is_open(old.shared.generation()), "rebound, open");
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                stale.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+            }));
+            let panic = polled.expect_err("filed in another runtime's set");
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            assert!(message.contains("being shutdown"), "{message}");
+        });
+    });
+}
+
+/// The thread's set for a paused runtime, after `n` hour-long timeouts made on this
+/// thread were filed, by their first poll, on the thread `poll_on` gives (this one,
+/// or another: remote filings), then answered (dropped) on the thread `answer_on`
+/// gives. Returns the set's bytes at the peak, after the answers, and after one
+/// service round (the entry fires at the earliest deadline) and one more filing.
+fn burst_answered(n: usize, poll_elsewhere: bool, answer_elsewhere: bool) -> [usize; 3] {
+    on_a_thread_of_its_own(move || {
+        paused().block_on(async move {
+            let bound = Bound::current();
+            let set = bound.set().unwrap();
+            type Boxed = Pin<Box<crate::Timeout<std::future::Pending<()>>>>;
+            let timeouts: Vec<Boxed> = (0..n)
+                .map(|_| {
+                    Box::pin(crate::timeout(
+                        Duration::from_secs(3600),
+                        std::future::pending::<()>(),
+                    ))
+                })
+                .collect();
+            let poll_all = |mut timeouts: Vec<Boxed>| {
+                let mut cx = Context::from_waker(Waker::noop());
+                for timeout in &mut timeouts {
+                    assert!(timeout.as_mut().poll(&mut cx).is_pending());
+                }
+                timeouts
+            };
+            let timeouts = if poll_elsewhere {
+                std::thread::spawn(move || poll_all(timeouts))
+                    .join()
+                    .unwrap()
+            } else {
+                poll_all(timeouts)
+            };
+            let peak = set.heap_bytes();
+            if answer_elsewhere {
+                std::thread::spawn(move || drop(timeouts)).join().unwrap();
+            } else {
+                drop(timeouts);
+            }
+            let answered = set.heap_bytes();
+            // One service round: the entry, armed at the earliest (answered) deadline,
+            // fires and finds nothing.
+            tokio::time::sleep(Duration::from_secs(3601)).await;
+            let mut one = Box::pin(crate::sleep(Duration::from_secs(1)));
+            assert!(one
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending());
+            [peak, answered, set.heap_bytes()]
+        })
+    })
+}
+
+#[test]
+fn a_burst_answered_on_another_thread_gives_its_memory_back() {
+    let [peak, _, after] = burst_answered(200_000, false, true);
+    assert!(peak > 4_000_000, "{peak} bytes at the peak");
+    assert!(
+        after <= 64 * 1024,
+        "{after} bytes kept after a burst answered elsewhere"
+    );
+}
+
+#[test]
+fn a_burst_filed_from_another_thread_gives_its_memory_back() {
+    for answer_elsewhere in [true, false] {
+        let [peak, _, after] = burst_answered(200_000, true, answer_elsewhere);
+        assert!(peak > 4_000_000, "{peak} bytes at the peak");
+        assert!(
+            after <= 64 * 1024,
+            "{after} bytes kept after a remote burst"
+        );
+    }
 }
