@@ -6,8 +6,11 @@ restores the source. A binary named "T:<name>" is an ordinary test of the crate
 ordinary test of this crate (not a model), "U:<module path>" a unit test of the
 crate's library, and "C:<crate>" one of our checks added to a client's suite by
 .ci/client_suites.py (its timers swapped to ours). Usage: python3 loom-tests/mutations.py [INDEX ...], or --check to
-verify only that every seeded bug still applies to the code it seeds (CI runs that)."""
-import subprocess, sys, os
+verify only that every seeded bug still applies to the code it seeds (CI runs that).
+"A:<name>" runs a test of this crate with `--cfg tokio_unstable` given to tokio alone.
+A run still going after MUTATION_HANG_AFTER seconds (900) is reported HUNG: a seeded bug
+must fail a test by name, not hang it."""
+import subprocess, sys, os, signal
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 # (name, file, old, new, test binary, test name)
 M = [
@@ -169,8 +172,8 @@ M = [
   "                now + (period - Duration::from_nanos(behind))", "                due + period",
   "T:interval_differential", "interval_ticks_as_tokio_does"),
  ("Sleep: a Ready spends no unit of budget", "src/sleep.rs",
-  "        ready!(tokio::task::coop::poll_proceed(cx)).made_progress();\n        Poll::Ready(())",
-  "        drop(ready!(tokio::task::coop::poll_proceed(cx)));\n        Poll::Ready(())",
+  "        ready!(tokio::task::coop::poll_proceed(cx)).made_progress();\n        // As tokio's entry",
+  "        drop(ready!(tokio::task::coop::poll_proceed(cx)));\n        // As tokio's entry",
   "T:citizen", "a_bursting_interval_spends_one_unit_per_tick_as_tokio_does"),
  ("HandOff: a signal that finds the lock held never waits for it", "src/core/handoff.rs",
   "        // The holder is another thread outside a call: it unlocks soon, never\n        // waiting on us.\n        Some(service(&mut self.lock()))",
@@ -185,12 +188,12 @@ M = [
   "        self.in_call.store(false, Ordering::Relaxed);",
   "handoff", "a_signal_racing_the_holders_call_is_serviced_after_it_was_raised"),
  ("deadline set: a poll that finds its slot expired under the lock answers pending", "src/core/shared_set.rs",
-  "            None => true, // expired between the mark's read and the lock",
-  "            None => false,",
+  "            Swap::Expired => true, // expired between the mark's read and the lock",
+  "            Swap::Expired => false,",
   "deadline_set", "a_new_waker_racing_the_fire_is_woken_or_sees_it"),
  ("deadline set: a poll never swaps in a new waker", "src/core/shared_set.rs",
-  "        if *memo == WakerMemo::of(waker) {\n            return false; // the expiry wakes the waker the slot holds",
-  "        if *memo == WakerMemo::of(waker) || true {\n            return false; // the expiry wakes the waker the slot holds",
+  "        if *memo == WakerMemo::of(waker) {\n            return false; // the expiry (or the close)",
+  "        if *memo == WakerMemo::of(waker) || true {\n            return false; // the expiry (or the close)",
   "deadline_set", "a_poll_from_another_thread_racing_the_fire_is_woken_or_sees_it"),
  ("deadline set: a cancel ignores the slot's ticket (frees a newer request)", "src/core/deadline_set.rs",
   "        };\n        if !slot.taken || slot.ticket != filed.ticket {\n            return;\n        }\n        let fired",
@@ -257,7 +260,7 @@ M = [
   "            .swap(word(ticket, TAG_FIRED), Ordering::Relaxed)\n            != u64::MAX;",
   "U:core::deadline_set::tests", "a_request_its_owner_answered_is_never_woken_by_a_later_fire"),
  ("deadline set: a close does not wake the waiting requests", "src/core/shared_set.rs",
-  "        locked.core.close(wake);", "        locked.core.close(&mut Vec::new());",
+  "        locked.core.close(wake, drop_later);", "        locked.core.close(&mut Vec::new(), drop_later);",
   "T:lifecycle", "a_plain_executor_waiting_at_shutdown_is_woken_and_gets_tokios_panic"),
  ("deadline set: a close keeps the entry (and the runtime's handle)", "src/deadline_set.rs",
   "            (locked.extra.sleep.take(), locked.extra.waker.take(), idle)",
@@ -288,9 +291,9 @@ M = [
   "        let same_tick = armed != NEVER\n            && extra",
   "        let same_tick = armed != NEVER\n            || extra",
   "T:timeout", "timeout_resolves_as_tokios_on_whole_milliseconds"),
- ("deadline set: the learnt tick boundary is off by a nanosecond", "src/deadline_set.rs",
+ ("deadline set: the learnt tick boundary is off by a nanosecond", "src/core/grid.rs",
   "    boundary.then_some(early % TICK_NANOS)", "    boundary.then_some((early + 1) % TICK_NANOS)",
-  "U:deadline_set::tests", "the_set_learns_its_runtimes_tick_boundaries"),
+  "U:deadline_set::tests", "the_set_learns_its_runtimes_driver_and_tick_boundaries"),
  ("service: the lean re-arm ignores a fire handed to it during its reset", "src/core/service.rs",
   "        (fired || signalled).then(|| self.service(locked))",
   "        let _ = signalled;\n        fired.then(|| self.service(locked))",
@@ -307,6 +310,101 @@ M = [
   "        let ticket = self.queue(filed.index, deadline);",
   "        let ticket = {\n            let ticket = self.next_ticket;\n            self.next_ticket += 1;\n            self.slot_mut(filed.index).ticket = ticket;\n            let _ = deadline;\n            ticket\n        };",
   "T:deadline_set_traps", "a_waiting_sleep_reset_earlier_is_woken_at_the_new_deadline"),
+ # The owner path, seen by loom (loom-tests/tests/owner_path.rs).
+ ("owner path: the owner's lock-free answer leaves the word pending (a later fire wakes it)", "src/core/owner_view.rs",
+  "        if state.load(Ordering::Relaxed) == word(filed.ticket, TAG_PENDING) {\n            state.store(word(filed.ticket, TAG_CANCELLED), Ordering::Relaxed);\n        }\n        self.to_reclaim.push(filed);",
+  "        let _ = (state, TAG_CANCELLED);\n        self.to_reclaim.push(filed);",
+  "owner_path", "the_owners_answer_the_fire_and_a_remote_cancel_share_a_state_word"),
+ ("owner path: the fire claims a slot with a blind store (loom)", "src/core/deadline_set.rs",
+  "            .compare_exchange(\n                word(ticket, TAG_PENDING),\n                word(ticket, TAG_FIRED),\n                Ordering::Relaxed,\n                Ordering::Relaxed,\n            )\n            .is_ok();",
+  "            .swap(word(ticket, TAG_FIRED), Ordering::Relaxed)\n            != u64::MAX;",
+  "owner_path", "the_owners_answer_the_fire_and_a_remote_cancel_share_a_state_word"),
+ ("owner path: a filing of the owner's writes no pending word (never live)", "src/core/deadline_set.rs",
+  "        self.states\n            .get(index as usize)\n            .store(word(placement.0.ticket, TAG_PENDING), Ordering::Relaxed);",
+  "        let _ = TAG_PENDING;",
+  "owner_path", "the_owners_answer_the_fire_and_a_remote_cancel_share_a_state_word"),
+ ("owner path: a cancel from another thread never gives an owner slot back", "src/core/deadline_set.rs",
+  "        self.release_owned(filed);\n        self.tidy();\n        None",
+  "        self.tidy();\n        None",
+  "owner_path", "the_owners_answer_the_fire_and_a_remote_cancel_share_a_state_word"),
+ ("owner path: a moved filing keeps its old ticket in the state word", "src/core/deadline_set.rs",
+  "            self.states\n                .get(filed.slot())\n                .store(word(ticket, TAG_PENDING), Ordering::Relaxed);",
+  "            let _ = ticket;",
+  "owner_path", "a_filing_moved_earlier_racing_the_fire_is_woken_or_seen_passed"),
+ ("owner path: a moved filing's old record is left queued", "src/core/deadline_set.rs",
+  "        self.unqueue(filed, false);\n        let ticket = self.queue(filed.index, deadline);",
+  "        let ticket = self.queue(filed.index, deadline);",
+  "owner_path", "a_filing_moved_earlier_racing_the_fire_is_woken_or_seen_passed"),
+ ("owner path: the lean re-arm does not record where it moved the entry", "src/core/service.rs",
+  "        locked.armed = deadline;\n        (fired || signalled).then(|| self.service(locked))",
+  "        if armed == NEVER || !locked.extra.keeps_waker_across_reset() {\n            locked.armed = deadline;\n        }\n        (fired || signalled).then(|| self.service(locked))",
+  "owner_path", "the_lean_rearm_racing_the_driver_expires_only_what_has_passed"),
+ ("owner path: a new waker is stored in a closed set (lost wake at shutdown)", "src/core/shared_set.rs",
+  "            if self.is_void(generation) {\n                // Closed (or rebound)",
+  "            if false {\n                // Closed (or rebound)",
+  "owner_path", "a_new_waker_racing_the_close_is_woken_or_sees_it"),
+ # The v0.5 review's findings (the sets' memory, the pin, the stale binding, the
+ # completed Sleep's reset, the driver probe).
+ ("deadline set: the owner's slots grow past OWNER_SLOTS (a burst's memory stays)", "src/core/deadline_set.rs",
+  "            None if self.slots.len() < OWNER_SLOTS => self.grow_owned(view),",
+  "            None if true => self.grow_owned(view),",
+  "U:deadline_set::tests", "a_set_that_held_a_burst_of_requests_keeps_little_once_they_are_answered"),
+ ("deadline set: nothing a burst grew is given back off the owner's path", "src/core/deadline_set.rs",
+  "    fn tidy(&mut self) {\n        let len = self.remote.len();",
+  "    fn tidy(&mut self) {\n        if true {\n            return;\n        }\n        let len = self.remote.len();",
+  "U:deadline_set::tests", "a_burst_answered_on_another_thread_gives_its_memory_back"),
+ ("deadline set: nothing a remote burst grew is given back", "src/core/deadline_set.rs",
+  "    fn tidy(&mut self) {\n        let len = self.remote.len();",
+  "    fn tidy(&mut self) {\n        if true {\n            return;\n        }\n        let len = self.remote.len();",
+  "U:deadline_set::tests", "a_burst_filed_from_another_thread_gives_its_memory_back"),
+ ("deadline set: a close keeps the wakers answered slots kept (a task owning a timer through one is never dropped)", "src/core/deadline_set.rs",
+  "            } else {\n                drop_later.extend(slot.waker.take());\n            }",
+  "            } else {\n                let _ = &drop_later;\n            }",
+  "T:reentrant_wakers", "a_thread_exiting_with_a_kept_task_waker_lets_it_go_outside_the_sets_lock"),
+ ("thread sets: a pinned thread never learns its runtime is gone", "src/thread_sets.rs",
+  "        if life.is_gone() {\n            // The thread outlived",
+  "        if false {\n            // The thread outlived",
+  "T:on_thread_start", "a_blocking_thread_that_outlives_its_pinned_runtime_makes_timers_in_its_own"),
+ ("thread sets: a pinned thread never learns its runtime is gone (unit)", "src/thread_sets.rs",
+  "        if life.is_gone() {\n            // The thread outlived",
+  "        if false {\n            // The thread outlived",
+  "U:deadline_set::tests", "a_pinned_thread_whose_runtime_is_gone_binds_as_an_unpinned_one_and_lets_the_runtime_go"),
+ ("deadline set: a binding is told open by its closed bit alone (a stale generation passes)", "src/core/shared_set.rs",
+  "        self.life.load(Ordering::Relaxed) == generation << 1",
+  "        self.life.load(Ordering::Relaxed) & CLOSED == 0 && generation != 0",
+  "U:deadline_set::tests", "a_timer_of_a_gone_runtime_never_files_in_its_sets_next_binding"),
+ ("grid: the found end is not confirmed (a driver that turned leaves a wrong boundary)", "src/core/grid.rs",
+  "    let boundary = fires(early) && !fires(early + 1);",
+  "    let boundary = true;",
+  "U:core::grid::tests", "a_driver_that_turns_during_the_search_gives_its_boundary_or_nothing"),
+ ("Sleep: a reset of a completed Sleep files nothing and wakes nobody", "src/sleep.rs",
+  "        if completed {\n            if let Some(waker) = this.last_waker {",
+  "        if false && completed {\n            if let Some(waker) = this.last_waker {",
+  "T:sleep_parity", "a_completed_sleep_reset_wakes_its_last_waker_as_tokios_does"),
+ ("Sleep: a Ready poll keeps no waker", "src/sleep.rs",
+  "            *this.last_waker = Some(cx.waker().clone());",
+  "            let _ = &this.last_waker;",
+  "T:sleep_parity", "a_completed_sleep_reset_wakes_its_last_waker_as_tokios_does"),
+ ("driver probe: the per-worker timer taken for the default driver (its reset keeps no waker)", "src/deadline_set.rs",
+  "    let keeps_waker = woken.0.load(std::sync::atomic::Ordering::Relaxed);",
+  "    let keeps_waker = {\n        let _ = &woken;\n        true\n    };",
+  "A:alt_timer", "sleep_reset_earlier_resolves_at_the_earlier_deadline"),
+ ("lanes: a record is appended to a lane whose last deadline is later (out of order)", "src/core/lanes.rs",
+  "                    if lane.tail <= at {",
+  "                    if lane.tail <= at || i == 0 {",
+  "U:core::deadline_set::tests", "sorted_lanes_take_interleaved_durations_and_the_rest_goes_to_the_ordered_set"),
+ ("lanes: out of order (a runtime suite)", "src/core/lanes.rs",
+  "                    if lane.tail <= at {",
+  "                    if lane.tail <= at || i == 0 {",
+  "T:timeout", "timeout_resolves_as_tokios_on_whole_milliseconds"),
+ ("lanes: pop_due stops at the first lane that holds records", "src/core/lanes.rs",
+  "            if lane.records.front().is_some_and(|r| r.deadline <= up_to) {\n                return lane.records.pop_front();\n            }",
+  "            if let Some(first) = lane.records.front() {\n                return (first.deadline <= up_to).then(|| lane.records.pop_front()).flatten();\n            }",
+  "U:core::deadline_set::tests", "sorted_lanes_take_interleaved_durations_and_the_rest_goes_to_the_ordered_set"),
+ ("lanes: pop_due stops at the first lane that holds records (a runtime suite)", "src/core/lanes.rs",
+  "            if lane.records.front().is_some_and(|r| r.deadline <= up_to) {\n                return lane.records.pop_front();\n            }",
+  "            if let Some(first) = lane.records.front() {\n                return (first.deadline <= up_to).then(|| lane.records.pop_front()).flatten();\n            }",
+  "T:timeout", "timeout_resolves_as_tokios_on_whole_milliseconds"),
 ]
 args = sys.argv[1:]
 if args == ["--check"]:
@@ -319,6 +417,8 @@ if args == ["--check"]:
     sys.exit(1 if stale else 0)
 only = args
 missed = 0
+# Build included; a test that is still running by then hangs.
+HANG_AFTER = int(os.environ.get("MUTATION_HANG_AFTER", "900"))
 env = dict(os.environ, RUSTFLAGS="--cfg lazy_deadline_loom", CARGO_TARGET_DIR="target/loom",
            LOOM_MAX_PREEMPTIONS=os.environ.get("LOOM_MAX_PREEMPTIONS", "2"))
 for i,(name, f, old, new, binary, test) in enumerate(M):
@@ -333,12 +433,31 @@ for i,(name, f, old, new, binary, test) in enumerate(M):
             cmd = ["cargo","test","-q","-p","lazy-deadline","--lib","--",binary[2:] + "::" + test,"--exact"]
         elif binary.startswith("C:"):
             cmd = ["python3", ".ci/client_suites.py", binary[2:], "--", "--test", "lazy_deadline_checks", "--", test, "--exact"]
+        elif binary.startswith("A:"):
+            # tokio_unstable given to tokio alone (.ci/rustc_tokio_unstable).
+            cmd = ["cargo","test","-q","-p","lazy-deadline","--test",binary[2:],"--",test,"--exact"]
         elif binary.startswith("L:"):
             cmd = ["cargo","test","-q","-p","loom-tests","--test",binary[2:],"--",test,"--exact"]
         else:
             cmd = ["cargo","test","-q","-p","loom-tests","--release","--test",binary,"--",test,"--exact"]
-        r = subprocess.run(cmd, env=env if ":" not in binary else dict(os.environ), capture_output=True, text=True)
-        out = r.stdout + r.stderr
+        run_env = env if ":" not in binary else dict(os.environ)
+        if binary.startswith("A:"):
+            run_env = dict(os.environ, RUSTC_WRAPPER=os.path.abspath(".ci/rustc_tokio_unstable"),
+                           CARGO_TARGET_DIR="target/unstable-tokio-only")
+        # Its own process group, so that a hang is killed with the test binary under
+        # cargo, not only cargo.
+        proc = subprocess.Popen(cmd, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+        try:
+            out = proc.communicate(timeout=HANG_AFTER)[0]
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            # A test that hangs instead of failing by name: its suite needs a watchdog.
+            out = "HUNG"
+            print(f"{i:2} HUNG       {binary}::{test:45} <- {name} (no watchdog failed it within {HANG_AFTER} s)")
+            missed += 1
+            continue
         ok = "test result: ok. 1 passed" in out
         # A model that deadlocks inside a drop aborts the process (a panic while
         # panicking): that is a failure too.

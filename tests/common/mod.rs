@@ -154,6 +154,12 @@ pub fn watchdog<T: Send + 'static>(
     limit: Duration,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> T {
+    // Once a watchdog of this process has fired, a thread still spins: the others
+    // fail at once (a property test then shrinks in moments, not a limit per case).
+    static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if FIRED.load(std::sync::atomic::Ordering::SeqCst) {
+        panic!("{what}: not run, an earlier case hung (see the first watchdog's failure)");
+    }
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
         let _ = tx.send(f());
@@ -168,6 +174,7 @@ pub fn watchdog<T: Send + 'static>(
             }
         }
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            FIRED.store(true, std::sync::atomic::Ordering::SeqCst);
             panic!("{what}: still running after {limit:?} (a lost wake, or a hang)")
         }
     }
