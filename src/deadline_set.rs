@@ -25,16 +25,15 @@
 //! set whose thread exits while its runtime lives is left to the runtime's next thread
 //! that needs one.
 
-use crate::core::deadline_set::{Filed, OwnerView};
-use crate::core::grid::find_boundary;
+use crate::core::deadline_set::OwnerView;
+use crate::core::grid::{find_boundary, tick_end};
 use crate::core::service::{wake_all, SetEntry};
-use crate::core::shared_set::{FileOutcome, Locked, SharedSet};
+use crate::core::shared_set::{Locked, SharedSet};
 use crate::runtime_life::RuntimeLife;
-use crate::sync::WakerMemo;
-use crate::thread_sets;
-use crate::time_base::{from_nanos, now_nanos, TICK_NANOS};
+use crate::time_base::{from_nanos, now_nanos};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Wake, Waker};
 use tokio::runtime::Id;
@@ -46,7 +45,16 @@ static POOL: Mutex<Vec<&'static DeadlineSet>> = Mutex::new(Vec::new());
 #[derive(Debug)]
 pub(crate) struct DeadlineSet {
     shared: SharedSet<TokioEntry>,
+    /// The entry's `grid`, readable without the lock (`NO_GRID`: unknown), for a
+    /// timer that decides whether a move stays within its filing's tick.
+    grid: AtomicU64,
+    /// The entry's `keeps_waker`, readable without the lock, for a timer that leaves
+    /// the set for an entry of its own on the same driver.
+    keeps_waker: AtomicBool,
 }
+
+/// `DeadlineSet::grid` when the set does not know its runtime's ticks.
+const NO_GRID: u64 = u64::MAX;
 
 /// Who holds a set besides its filings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,15 +211,7 @@ impl SetEntry for TokioEntry {
     }
 
     fn tick_end(&self, at: u64) -> Option<u64> {
-        let offset = self.grid?;
-        // The first boundary at or after `at`: boundaries are `offset` plus whole
-        // ticks. Saturates (a saturated deadline has no tick).
-        let rem = (at % TICK_NANOS + TICK_NANOS - offset) % TICK_NANOS;
-        Some(if rem == 0 {
-            at
-        } else {
-            at.saturating_add(TICK_NANOS - rem)
-        })
+        Some(tick_end(self.grid?, at))
     }
 }
 
@@ -219,7 +219,29 @@ impl DeadlineSet {
     fn new() -> Self {
         Self {
             shared: SharedSet::new(TokioEntry::unbound()),
+            grid: AtomicU64::new(NO_GRID),
+            keeps_waker: AtomicBool::new(false),
         }
+    }
+
+    /// What the set learnt of its runtime's driver: a tick boundary (if known) and
+    /// whether a reset keeps an entry's waker. Lock-free, as [`tick_end`](Self::tick_end).
+    pub fn driver(&self) -> (Option<u64>, bool) {
+        // Relaxed: see `tick_end`.
+        let offset = self.grid.load(Ordering::Relaxed);
+        let keeps_waker = self.keeps_waker.load(Ordering::Relaxed);
+        ((offset != NO_GRID).then_some(offset), keeps_waker)
+    }
+
+    /// The end of the driver tick that holds `at`, if the set knows its runtime's
+    /// ticks. Lock-free: a hint of the current binding (a timer of a gone binding is
+    /// void, and nothing of its deadline matters any more).
+    #[inline]
+    pub fn tick_end(&self, at: u64) -> Option<u64> {
+        // Relaxed: written under the lock at binding, before any filing of it; a
+        // timer reads it after its own filing (which took that lock).
+        let offset = self.grid.load(Ordering::Relaxed);
+        (offset != NO_GRID).then(|| tick_end(offset, at))
     }
 
     /// Whether the set is in binding `generation` and its runtime has not shut down.
@@ -279,6 +301,10 @@ impl DeadlineSet {
         let set = self;
         let (generation, view, unbound) = set.shared.state().with(|locked| {
             let generation = set.shared.open(locked);
+            // Relaxed: see `tick_end`.
+            set.grid
+                .store(entry.grid.unwrap_or(NO_GRID), Ordering::Relaxed);
+            set.keeps_waker.store(entry.keeps_waker, Ordering::Relaxed);
             entry.waker = Some(Waker::from(Arc::new(SetWaker { set, generation })));
             let unbound = std::mem::replace(&mut locked.extra, entry);
             (
@@ -424,39 +450,7 @@ pub(crate) struct Bound {
     runtime: Id,
 }
 
-/// What filing a deadline came to.
-pub(crate) enum FileResult {
-    /// Filed; its later polls go through the filing.
-    Filed(Filing),
-    /// The deadline has passed by the set's clock already.
-    Passed,
-    /// The set's runtime has gone (see [`Bound::is_void`]).
-    Void,
-}
-
-/// A request's deadline filed in a set.
-#[derive(Debug)]
-pub(crate) struct Filing {
-    set: &'static DeadlineSet,
-    generation: u64,
-    /// `None` once given back (by a refile that filed nothing).
-    filed: Option<Filed>,
-    /// Which waker the slot holds, so an unchanged waker skips the lock.
-    memo: WakerMemo,
-}
-
 impl Bound {
-    /// The current thread's set for the current runtime (made on first use).
-    ///
-    /// # Panics
-    ///
-    /// tokio's own panic outside a runtime, or in one without the time driver.
-    #[track_caller]
-    #[inline]
-    pub fn current() -> Self {
-        thread_sets::current()
-    }
-
     pub(crate) fn new(set: Option<&'static DeadlineSet>, generation: u64, runtime: Id) -> Self {
         Self {
             set,
@@ -474,51 +468,6 @@ impl Bound {
     pub fn is_of(&self, set: &'static DeadlineSet, generation: u64) -> bool {
         self.set.is_some_and(|own| std::ptr::eq(own, set)) && self.generation == generation
     }
-
-    /// Files `deadline` for the task of `waker`: in an owner slot on the set's own
-    /// thread, else in a remote slot. A deadline earlier than the set's entry moves
-    /// it, through a service that also expires what has passed, this one included.
-    pub fn file(&self, deadline: u64, waker: &Waker) -> FileResult {
-        let Some(set) = self.set else {
-            return FileResult::Void;
-        };
-        let generation = self.generation;
-        let (outcome, replaced, serviced) = thread_sets::with_view(set, generation, |view| {
-            set.shared
-                .file(generation, deadline, waker, view, |locked| {
-                    rearm(set, locked, deadline)
-                })
-        });
-        drop(replaced); // after the lock: a waker's drop may reach this set
-        if let Some(serviced) = serviced.flatten() {
-            set.shared.after_service(serviced);
-        }
-        FileResult::of(set, generation, outcome, deadline)
-    }
-}
-
-impl FileResult {
-    /// What a filing at `deadline` came to. A deadline that the filing's own service
-    /// (it beat the entry) found passed is reported passed at once, so that a timer
-    /// due already completes in this poll rather than at its task's next turn.
-    fn of(set: &'static DeadlineSet, generation: u64, outcome: FileOutcome, deadline: u64) -> Self {
-        match outcome {
-            FileOutcome::Filed(filed, memo) => {
-                let filing = Filing {
-                    set,
-                    generation,
-                    filed: Some(filed),
-                    memo,
-                };
-                if filing.has_passed(deadline) {
-                    return FileResult::Passed; // the filing is given back as it drops
-                }
-                FileResult::Filed(filing)
-            }
-            FileOutcome::Passed => FileResult::Passed,
-            FileOutcome::Void => FileResult::Void,
-        }
-    }
 }
 
 /// Under the lock, after a filing at `deadline`: a deadline earlier than the entry
@@ -531,79 +480,21 @@ fn rearm(
     set.shared.rearm(locked, deadline)
 }
 
-impl Filing {
-    /// Whether the filed deadline has passed; registers `waker` if it changed (or,
-    /// if its runtime shut down meanwhile, wakes it so that its poll sees that).
-    #[inline]
-    pub fn poll_passed(&mut self, deadline: u64, waker: &Waker) -> bool {
-        match self.filed {
-            Some(filed) => {
-                self.set
-                    .shared
-                    .poll_passed(self.generation, filed, deadline, &mut self.memo, waker)
-            }
-            None => false,
-        }
-    }
-
-    /// Whether the filed deadline has passed, as far as the set has seen (no waker
-    /// registration).
-    #[inline]
-    pub fn has_passed(&self, deadline: u64) -> bool {
-        self.set.shared.has_passed(deadline)
-    }
-
-    /// Whether the set's runtime shut down: the filing is void.
-    #[inline]
-    pub fn is_void(&self) -> bool {
-        !self.set.is_open(self.generation)
-    }
-
-    /// Moves the filing to `deadline` under one lock, with `waker` or else the waker
-    /// the slot holds (consumed: the old filing is given back in every case).
-    /// `None` when neither waker is there (the filing expired and no waker was
-    /// given): nothing is filed then.
-    pub fn refile(mut self, deadline: u64, waker: Option<&Waker>) -> Option<FileResult> {
-        let (set, generation) = (self.set, self.generation);
-        let previous = self.filed.take().expect("a filing is refiled once");
-        let (outcome, drop_later, serviced) = thread_sets::with_view(set, generation, |view| {
-            set.shared
-                .refile(generation, previous, deadline, waker, view, |locked| {
-                    rearm(set, locked, deadline)
-                })
-        });
-        drop(drop_later); // after the lock
-        if let Some(serviced) = serviced.flatten() {
-            set.shared.after_service(serviced);
-        }
-        drop(self); // given back already: only a closed set's release, if last
-        Some(FileResult::of(set, generation, outcome?, deadline))
-    }
-}
-
-impl Drop for Filing {
-    /// Answered, elapsed or dropped: give the slot back.
-    fn drop(&mut self) {
-        let (set, generation) = (self.set, self.generation);
-        if let Some(filed) = self.filed {
-            let waker =
-                thread_sets::with_view(set, generation, |view| set.shared.cancel(filed, view));
-            drop(waker); // after the lock and the thread's list: it may run any code
-        }
-        if !set.is_open(generation) {
-            // Its runtime has gone: the set goes back to the pool with its last filing.
-            set.release(generation);
-        }
-    }
-}
-
 #[cfg(all(test, not(lazy_deadline_loom)))]
 impl Bound {
+    /// The current thread's set for the current runtime, for tests.
+    pub(crate) fn current() -> Self {
+        crate::thread_sets::current()
+    }
+
     /// The set, for tests.
     pub(crate) fn set(&self) -> Option<&'static DeadlineSet> {
         self.set
     }
 }
+
+mod request;
+pub(crate) use request::{Filing, Request};
 
 #[cfg(all(test, not(lazy_deadline_loom)))]
 mod tests;

@@ -201,8 +201,9 @@ impl Interval {
         } else {
             due + self.period
         };
-        // Later than the fired entry: a store; the next poll arms the entry.
-        self.delay.as_mut().reset(next);
+        // As tokio's `reset_without_timer`: a store, and nothing registered (the
+        // waker is registered only when `Pending` is returned); the next poll files.
+        self.delay.as_mut().reset_unregistered(next);
         Poll::Ready(due)
     }
 

@@ -38,9 +38,11 @@
 //! - **Cheap to poll while not due**: [`IdleTimeout`], [`SlotTimer`] and [`IdleQueue`]
 //!   poll their runtime entry with a waker of their own, so the entry's fire is
 //!   recorded in the timer and a pending poll (a `select!` loop's turn) is only the
-//!   timer's own state check, cheaper than polling a `tokio::time::Sleep`. A lazy
-//!   [`Sleep`] has no entry of its own: a pending poll reads its deadline set's passed
-//!   mark and compares the waker it filed.
+//!   timer's own state check, cheaper than polling a `tokio::time::Sleep`. A fresh
+//!   lazy [`Sleep`] has no entry of its own: a pending poll reads its deadline set's
+//!   passed mark and compares the waker it filed; one that moved to an entry of its
+//!   own (reset earlier across ticks, or after it completed) compares the waker that
+//!   entry holds and reads whether it fired, without calling into tokio.
 //! - **Bad input saturates like tokio**: `Duration::MAX`, deadlines in the past, far
 //!   future instants and zero timeouts never panic or overflow; a saturated clock or
 //!   deadline never turns "far future" into "due". The panics are tokio's own (no

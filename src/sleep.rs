@@ -1,9 +1,18 @@
 //! `Sleep`: a drop-in for `tokio::time::Sleep` whose later resets are field stores.
+//!
+//! Two places its deadline can live: filed in the thread's deadline set (a fresh
+//! `Sleep`, as per-request code makes them: `in_set`), or, from the first reset that
+//! the set would pay its lock for, a tokio entry of its own, re-armed lazily
+//! (`own_entry`; also what carries a `Sleep` on once its runtime shut down).
+
+mod in_set;
+mod own_entry;
 
 use crate::core::NEVER;
-use crate::deadline_set::{Bound, FileResult, Filing};
+use crate::deadline_set::Request;
 use crate::stats::Stats;
 use crate::time_base::{to_nanos, FAR_FUTURE};
+use own_entry::OwnEntry;
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -36,6 +45,7 @@ use tokio::time::Instant;
 /// # }
 /// ```
 #[track_caller]
+#[inline]
 pub fn sleep(duration: Duration) -> Sleep {
     sleep_until(Instant::now() + duration.min(FAR_FUTURE))
 }
@@ -62,21 +72,18 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # }
 /// ```
 #[track_caller]
+#[inline]
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
-        at: to_nanos(deadline),
         // This thread's set for the current runtime: a missing runtime or time driver
         // panics here with tokio's own message, and that runtime's clock judges it.
-        bound: Bound::current(),
-        filing: None,
-        fallback: None,
+        request: Request::current(),
         filed_at: NEVER,
-        reset_unpolled: false,
-        completed: false,
+        own: None,
         last_waker: None,
-        away: None,
-        stats: Stats::default(),
+        counts: Counts::default(),
+        flags: 0,
         _pinned: PhantomPinned,
     }
 }
@@ -86,24 +93,33 @@ pin_project! {
     /// [`tokio::time::Sleep`] whose [`reset`](Sleep::reset) to a later deadline is a
     /// field store.
     ///
-    /// It registers no runtime timer entry of its own: at its first poll it files its
-    /// deadline in the *deadline set* that the thread it was made on keeps for its
-    /// runtime (the set that [`timeout`](crate::timeout) uses), whose one
-    /// `tokio::time::Sleep` serves every deadline filed there. So a fresh `sleep` per
-    /// request costs no trip through tokio's timer driver, whose one lock all workers
-    /// share. A reset to a later deadline only records it; when the filing expires,
-    /// the `Sleep` compares with the recorded deadline and files the remainder. A
-    /// reset to an earlier deadline re-files at once. Resets before the first poll
-    /// are all stores; the first poll files once, at the final deadline.
+    /// A fresh `Sleep` registers no runtime timer entry of its own: at its first poll
+    /// it files its deadline in the *deadline set* that the thread it was made on
+    /// keeps for its runtime (the set that [`timeout`](crate::timeout) uses), whose
+    /// one `tokio::time::Sleep` serves every deadline filed there. So a fresh `sleep`
+    /// per request costs no trip through tokio's timer driver, whose one lock all
+    /// workers share. A reset to a later deadline only records it; when the filing
+    /// expires, the `Sleep` compares with the recorded deadline and files the
+    /// remainder. A reset to an earlier deadline within the filing's driver tick is a
+    /// store too (tokio's driver fires both at that tick's end). Resets before the
+    /// first poll are all stores; the first poll files once, at the final deadline.
+    ///
+    /// A `Sleep` that is reset earlier across ticks, or reset once it completed, is a
+    /// long-lived timer (a connection's, a limiter's), not a per-request one: at such
+    /// a reset it leaves the set for a tokio entry of its own (one allocation, once),
+    /// which it re-arms lazily from then on. A later reset is still a store, an
+    /// earlier one within the entry's tick nothing at all, any other one tokio's own
+    /// reset, and its fire wakes the task directly.
     ///
     /// Like tokio's, it does not implement `Unpin`: pin it (`tokio::pin!` or
     /// `Box::pin`) to use it with `select!` or `reset`.
     ///
     /// # Precision
     ///
-    /// Completes only once the set's runtime entry (a `tokio::time::Sleep` on the
-    /// runtime it was created in) has fired at or after the deadline, or that
-    /// runtime's clock, read by the set, is a whole tick past it: never early by that
+    /// Completes only once its runtime entry (the set's, or its own: a
+    /// `tokio::time::Sleep` on the runtime it was created in) has fired at or after
+    /// the deadline, or that runtime's clock, read by the set, is a whole tick past
+    /// it: never early by that
     /// runtime's clock, also when polled from another runtime or a plain executor, and
     /// never later than a `tokio::time::Sleep` with the same final deadline (on whole
     /// milliseconds of a paused clock, at the same virtual instant). A deadline moved
@@ -166,38 +182,63 @@ pin_project! {
     /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Sleep {
-        // The deadline exactly as the caller gave it, and in the time base.
+        // The deadline exactly as the caller gave it (in the time base's nanoseconds
+        // only where needed: a `Sleep` dropped unpolled never converts it).
         deadline: Instant,
-        at: u64,
         // The deadline set that judges it (its thread's set for the runtime it was
         // made in), and where its deadline is filed there, from the first poll on.
-        bound: Bound,
-        filing: Option<Filing>,
-        // Its own tokio entry, once its runtime shut down (see `# Shutdown`).
-        fallback: Option<Pin<Box<tokio::time::Sleep>>>,
-        // Where the filing stands. Invariant once filed: `filed_at <= at`, or the
-        // filing has expired and is re-filed at `at` by the next poll (a move
-        // earlier re-files at once).
+        request: Request,
+        // In the set: where the filing stands. Invariant once filed: the filing
+        // expires no later than the deadline's driver tick (at or before the
+        // deadline, or within its tick), or it has expired and is re-filed at the
+        // deadline by the next poll. With an entry of its own: where it is armed.
         filed_at: u64,
-        // Reset before the first poll (tokio registers on `reset`; `is_elapsed`
-        // answers as if we had).
-        reset_unpolled: bool,
-        // Resolved at `deadline`; cleared by `reset`. Repeated polls stop here.
-        completed: bool,
-        // The waker of its last `Ready` poll. tokio's entry keeps the waker it was
-        // last polled with, and a reset of a completed `Sleep` re-registers the entry
-        // with it: the task is woken at the new deadline (inside the reset if that
-        // has passed) without polling again. A reset of a completed `Sleep` files at
-        // once with this waker, to the same effect.
+        // Its own tokio entry, once it left the set (see the docs above) or its
+        // runtime shut down (see `# Shutdown`).
+        own: Option<Pin<Box<OwnEntry>>>,
+        // In the set, the waker of its last `Ready` poll. tokio's entry keeps the
+        // waker it was last polled with, and a reset of a completed `Sleep`
+        // re-registers the entry with it: the task is woken at the new deadline
+        // (inside the reset if that has passed) without polling again. An entry of its
+        // own keeps it as tokio's does.
         last_waker: Option<Waker>,
-        // Used outside the set's runtime: later resets re-file at once (see `reset`).
-        // Judged at the first later reset after the first poll (`None` until then),
-        // so a `Sleep` that is never moved later never asks.
-        away: Option<bool>,
-        stats: Stats,
+        counts: Counts,
+        // `RESET_UNPOLLED`, `COMPLETED`, `AWAY_KNOWN`, `AWAY`.
+        flags: u8,
         // `!Unpin`, as tokio's.
         #[pin]
         _pinned: PhantomPinned,
+    }
+}
+
+/// Reset before the first poll (tokio registers on `reset`; `is_elapsed` answers as
+/// if we had).
+const RESET_UNPOLLED: u8 = 1;
+/// Resolved at `deadline`; cleared by `reset`. Repeated polls stop here.
+const COMPLETED: u8 = 2;
+/// `AWAY` is known: judged at the first reset to a later deadline after the first
+/// poll, so a `Sleep` that is never moved later never asks.
+const AWAY_KNOWN: u8 = 4;
+/// Used outside the runtime it was made in: later resets take effect at once (see
+/// the type's `# Precision`).
+const AWAY: u8 = 8;
+
+/// `Stats` in half the room (saturating): a `Sleep` is moved around by value.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    registrations: u32,
+    fires: u32,
+}
+
+impl Counts {
+    #[inline]
+    fn registered(&mut self) {
+        self.registrations = self.registrations.saturating_add(1);
+    }
+
+    #[inline]
+    fn fired(&mut self) {
+        self.fires = self.fires.saturating_add(1);
     }
 }
 
@@ -219,25 +260,28 @@ impl Sleep {
     /// only completes when the set has seen the deadline pass by the clock of the
     /// runtime that owns it.
     pub fn is_elapsed(&self) -> bool {
-        if self.completed {
+        if self.flags & COMPLETED != 0 {
             return true;
         }
-        match &self.filing {
-            Some(filing) => {
-                filing.has_passed(self.at)
-                    || (filing.has_passed(self.filed_at) && self.deadline <= Instant::now())
-            }
-            None => self.reset_unpolled && self.deadline <= Instant::now(),
+        if let Some(own) = &self.own {
+            return own.is_elapsed();
         }
+        if self.request.is_filed() {
+            let at = to_nanos(self.deadline);
+            return self.request.has_passed(at)
+                || (self.request.has_passed(self.filed_at) && self.deadline <= Instant::now());
+        }
+        self.flags & RESET_UNPOLLED != 0 && self.deadline <= Instant::now()
     }
 
     /// Resets the `Sleep` to a new deadline, before or after it completed.
     ///
-    /// A later deadline is a field store: no lock, no clock read, no atomic. An
-    /// earlier one re-files the deadline in the set at once (the set's lock; its
-    /// runtime entry moves only if the deadline beats every other one filed there).
-    /// Before the first poll every reset is a store. Polled away from its runtime,
-    /// every reset re-files at once (see the type's `# Precision`).
+    /// A later deadline is a field store: no lock, no clock read, no atomic; so is an
+    /// earlier one within the driver tick where the deadline is filed or armed.
+    /// Before the first poll every reset is a store. An earlier one across ticks moves
+    /// the timer to an entry of its own (the first time; see the type's docs) and is
+    /// tokio's own reset of that entry. Polled away from its runtime, every reset
+    /// re-files at once (see the type's `# Precision`).
     ///
     /// A reset of a completed `Sleep` files at once, as tokio's re-registers its
     /// entry with the waker of its last poll: the task that polled it last is woken
@@ -264,44 +308,96 @@ impl Sleep {
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.project();
         *this.deadline = deadline;
-        *this.at = to_nanos(deadline);
-        let completed = std::mem::replace(this.completed, false);
-        *this.reset_unpolled = true;
-        if let Some(fallback) = this.fallback {
-            fallback.as_mut().reset(deadline);
+        let completed = *this.flags & COMPLETED != 0;
+        *this.flags = (*this.flags & !COMPLETED) | RESET_UNPOLLED;
+        if let Some(own) = this.own {
+            let (flags, request) = (this.flags, &*this.request);
+            own.as_mut()
+                .reset(deadline, completed, || away(flags, request), this.counts);
             return;
         }
+        let at = to_nanos(deadline);
         if completed {
             if let Some(waker) = this.last_waker {
-                refile_completed(
-                    this.filing,
-                    this.bound,
-                    *this.at,
+                in_set::reset_completed(
+                    this.request,
+                    this.own,
+                    deadline,
+                    at,
                     this.filed_at,
-                    this.stats,
+                    this.counts,
                     waker,
                 );
                 return;
             }
         }
-        if this.filing.is_some()
-            && (*this.at < *this.filed_at
-                || (*this.at != *this.filed_at
-                    && *this.away.get_or_insert_with(|| {
-                        crate::entry::polled_away_from(this.bound.runtime())
-                    })))
-        {
-            refile_now(this.filing, *this.at, this.filed_at, this.stats);
+        if !this.request.is_filed() {
+            return; // filed at the next poll, at the final deadline
+        }
+        let filed_at = *this.filed_at;
+        let store = if at >= filed_at {
+            at == filed_at || !away(this.flags, this.request)
+        } else {
+            // Earlier, but within the filing's tick: the set's entry fires both at
+            // that tick's end.
+            this.request
+                .tick_end(at)
+                .is_some_and(|end| Some(end) == this.request.tick_end(filed_at))
+        };
+        if !store {
+            in_set::move_now(
+                this.request,
+                this.own,
+                deadline,
+                at,
+                this.filed_at,
+                this.counts,
+            );
         }
     }
 
-    /// How often this `Sleep` filed its deadline in its deadline set (`registrations`:
-    /// the first poll, earlier resets, and the rest of a deadline moved later), and
-    /// how often a filing expired before a deadline that had moved later
+    /// A reset that registers nothing, as tokio's `Sleep::reset_without_timer` (what
+    /// its `Interval` uses after a tick): a completed `Sleep` wakes nobody at the new
+    /// deadline until it is polled again. A store, whatever the deadline; the next
+    /// poll files it (or, on an entry of its own, re-arms it when it finds it fired).
+    pub(crate) fn reset_unregistered(self: Pin<&mut Self>, deadline: Instant) {
+        let this = self.project();
+        // After it completed only: an entry of its own has fired then, so its next
+        // poll sees that and re-arms.
+        debug_assert!(
+            *this.flags & COMPLETED != 0,
+            "reset_unregistered of a waiting Sleep"
+        );
+        *this.deadline = deadline;
+        *this.flags &= !COMPLETED;
+        if let Some(own) = this.own {
+            own.as_mut().retarget(deadline);
+        }
+    }
+
+    /// How often this `Sleep` registered its deadline (`registrations`: filings in its
+    /// deadline set, the first poll's, earlier resets' and the rest of a deadline
+    /// moved later; and, once it has an entry of its own, that entry's arming and
+    /// tokio resets), and how often a filing expired or its own entry fired
     /// (`entry_fires`). The set's one runtime entry is shared, and not counted here.
     pub fn stats(&self) -> Stats {
-        self.stats
+        Stats {
+            registrations: u64::from(self.counts.registrations),
+            entry_fires: u64::from(self.counts.fires),
+        }
     }
+}
+
+/// Whether the `Sleep` is used away from its runtime (judged once: see `AWAY`).
+#[inline]
+fn away(flags: &mut u8, request: &Request) -> bool {
+    if *flags & AWAY_KNOWN == 0 {
+        *flags |= AWAY_KNOWN;
+        if crate::entry::polled_away_from(request.runtime()) {
+            *flags |= AWAY;
+        }
+    }
+    *flags & AWAY != 0
 }
 
 impl Future for Sleep {
@@ -309,37 +405,25 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.project();
-        if !*this.completed {
-            let passed = match this.filing {
-                Some(filing) if !filing.is_void() => {
-                    poll_filed(this.filing, *this.at, this.filed_at, this.stats, cx.waker())
-                }
-                Some(_) => None, // its runtime shut down
-                None if this.fallback.is_some() => None,
-                None => {
-                    // First poll (or the first since an earlier reset found the filing
-                    // expired): file once, at the final deadline, whatever the resets
-                    // before it said (tokio registers on reset or first poll).
-                    this.stats.registrations += 1;
-                    *this.filed_at = *this.at;
-                    filed(
-                        this.filing,
-                        this.bound.file(*this.at, cx.waker()),
-                        this.stats,
-                    )
-                }
-            };
-            let passed = match passed {
-                Some(passed) => passed,
-                None => {
-                    *this.filing = None;
-                    crate::timeout::shut_down(*this.at, this.bound, this.fallback, cx)
-                }
+        if *this.flags & COMPLETED == 0 {
+            let passed = match this.own {
+                Some(own) => own.as_mut().poll_fired(this.counts, cx),
+                None => in_set::poll(
+                    this.request,
+                    this.own,
+                    *this.deadline,
+                    this.filed_at,
+                    this.counts,
+                    cx,
+                ),
             };
             if !passed {
                 return Poll::Pending;
             }
-            *this.completed = true;
+            *this.flags |= COMPLETED;
+        } else if let Some(own) = this.own {
+            // Completed: as tokio's `Ready` poll, the entry keeps this waker.
+            own.as_mut().keep_waker(cx);
         }
         // As tokio's `Sleep::poll`: a unit of the task's budget per `Ready`; when the
         // budget is spent, `Pending` with the task woken to yield. Asked only on the
@@ -347,105 +431,15 @@ impl Future for Sleep {
         // to register at its next poll; ours has filed already).
         ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
         // As tokio's entry, keep the waker of this poll (see `last_waker`).
-        if !this
-            .last_waker
-            .as_ref()
-            .is_some_and(|last| last.will_wake(cx.waker()))
+        if this.own.is_none()
+            && !this
+                .last_waker
+                .as_ref()
+                .is_some_and(|last| last.will_wake(cx.waker()))
         {
             *this.last_waker = Some(cx.waker().clone());
         }
         Poll::Ready(())
-    }
-}
-
-/// Where filing left the `Sleep`: whether its deadline has passed (`None`: its
-/// runtime shut down).
-fn filed(slot: &mut Option<Filing>, result: FileResult, stats: &mut Stats) -> Option<bool> {
-    match result {
-        FileResult::Filed(filing) => {
-            *slot = Some(filing);
-            Some(false)
-        }
-        FileResult::Passed => {
-            stats.entry_fires += 1;
-            Some(true)
-        }
-        FileResult::Void => None,
-    }
-}
-
-/// A filed `Sleep`'s poll: whether its deadline `at` has passed (`None`: its runtime
-/// shut down). Registers `waker` if it changed; re-files at `at` if the filing
-/// expired before it (the deadline moved later since it was filed).
-fn poll_filed(
-    slot: &mut Option<Filing>,
-    at: u64,
-    filed_at: &mut u64,
-    stats: &mut Stats,
-    waker: &Waker,
-) -> Option<bool> {
-    let filing = slot.as_mut().expect("filed");
-    if !filing.poll_passed(*filed_at, waker) {
-        return Some(false); // the set wakes `waker` when the filing expires
-    }
-    stats.entry_fires += 1;
-    if filing.has_passed(at) {
-        return Some(true);
-    }
-    // The filing expired before the deadline, which moved later: file the rest.
-    stats.registrations += 1;
-    *filed_at = at;
-    let filing = slot.take().expect("filed");
-    match filing.refile(at, Some(waker)) {
-        Some(result) => filed(slot, result, stats),
-        None => unreachable!("a waker was given"),
-    }
-}
-
-/// A reset that cannot wait for the filing to expire (earlier, or away from the
-/// set's runtime): moves the filing to `at` now, with the waker it holds. If the
-/// filing expired already, nothing is filed now: the poll its expiry asked for
-/// files at `at`.
-#[inline(never)]
-fn refile_now(slot: &mut Option<Filing>, at: u64, filed_at: &mut u64, stats: &mut Stats) {
-    let Some(filing) = slot.take() else {
-        return;
-    };
-    match filing.refile(at, None) {
-        Some(FileResult::Filed(filing)) => {
-            *slot = Some(filing);
-            *filed_at = at;
-            stats.registrations += 1;
-        }
-        // Passed, or its runtime shut down: the next poll files afresh, and learns.
-        Some(FileResult::Passed | FileResult::Void) | None => {}
-    }
-}
-
-/// A reset of a completed `Sleep` (see `last_waker`): files `at` now, for `waker`.
-/// If it has passed already, or the runtime has shut down, nothing is filed and
-/// `waker` is woken now (tokio wakes it inside the reset): its next poll files afresh
-/// and completes, or learns of the shutdown.
-#[inline(never)]
-fn refile_completed(
-    slot: &mut Option<Filing>,
-    bound: &Bound,
-    at: u64,
-    filed_at: &mut u64,
-    stats: &mut Stats,
-    waker: &Waker,
-) {
-    let result = match slot.take() {
-        Some(filing) => filing.refile(at, Some(waker)),
-        None => Some(bound.file(at, waker)),
-    };
-    match result {
-        Some(FileResult::Filed(filing)) => {
-            *slot = Some(filing);
-            *filed_at = at;
-            stats.registrations += 1;
-        }
-        Some(FileResult::Passed | FileResult::Void) | None => waker.wake_by_ref(),
     }
 }
 
@@ -455,8 +449,12 @@ impl fmt::Debug for Sleep {
             .field("deadline", &self.deadline)
             .field(
                 "filed_at",
-                &(self.filing.is_some()).then(|| crate::time_base::from_nanos(self.filed_at)),
+                &self
+                    .request
+                    .is_filed()
+                    .then(|| crate::time_base::from_nanos(self.filed_at)),
             )
+            .field("own_entry", &self.own.is_some())
             .field("is_elapsed", &self.is_elapsed())
             .finish()
     }

@@ -1,7 +1,7 @@
 //! `timeout`, `timeout_at`, `Timeout`: drop-ins for tokio's per-request deadlines
 //! that register no runtime timer entry of their own (see `crate::deadline_set`).
 
-use crate::deadline_set::{Bound, FileResult, Filing};
+use crate::deadline_set::{Filing, Request};
 use crate::error::Elapsed;
 use crate::time_base::to_nanos;
 use pin_project_lite::pin_project;
@@ -57,9 +57,9 @@ use tokio::time::Instant;
 /// ```
 #[track_caller]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    let bound = Bound::current();
+    let request = Request::current();
     let deadline = Instant::now().checked_add(duration);
-    Timeout::new(future.into_future(), deadline, bound)
+    Timeout::new(future.into_future(), deadline, request)
 }
 
 /// Requires `future` to complete before `deadline`; the lazy counterpart of
@@ -85,7 +85,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// ```
 #[track_caller]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    Timeout::new(future.into_future(), Some(deadline), Bound::current())
+    Timeout::new(future.into_future(), Some(deadline), Request::current())
 }
 
 pin_project! {
@@ -113,27 +113,28 @@ pin_project! {
     pub struct Timeout<F> {
         #[pin]
         value: F,
-        // Nanoseconds of the time base; `None`: never (an overflowing duration).
-        deadline: Option<u64>,
-        // The deadline set of the thread and runtime it was made in.
-        bound: Bound,
-        // Where the deadline is filed, from the first pending poll on.
-        filing: Option<Filing>,
+        // `None`: never (an overflowing duration). Turned into the time base's
+        // nanoseconds at the first pending poll: a request answered at its first poll
+        // never needs them.
+        deadline: Option<Instant>,
+        // `deadline` in the time base's nanoseconds, once filed.
+        at: u64,
+        // The deadline set of the thread and runtime it was made in, and where the
+        // deadline is filed there, from the first pending poll on.
+        request: Request,
         // Its own tokio entry, once its runtime shut down (see `# Shutdown`).
         fallback: Option<Pin<Box<tokio::time::Sleep>>>,
     }
 }
 
 impl<F> Timeout<F> {
-    fn new(value: F, deadline: Option<Instant>, bound: Bound) -> Self {
-        let deadline = deadline
-            .map(to_nanos)
-            .filter(|&at| at < crate::core::SATURATED);
+    #[inline]
+    fn new(value: F, deadline: Option<Instant>, request: Request) -> Self {
         Self {
             value,
             deadline,
-            bound,
-            filing: None,
+            at: crate::core::NEVER,
+            request,
             fallback: None,
         }
     }
@@ -161,16 +162,16 @@ impl<F: Future> Future for Timeout<F> {
         let me = self.project();
         let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(value) = me.value.poll(cx) {
-            *me.filing = None; // answered: the slot goes back now
+            me.request.give_back(); // answered: the slot goes back now
             return Poll::Ready(Ok(value));
         }
         let Some(deadline) = *me.deadline else {
             return Poll::Pending;
         };
-        if !passed(deadline, me.bound, me.filing, me.fallback, cx) {
+        if !passed(deadline, me.at, me.request, me.fallback, cx) {
             return Poll::Pending;
         }
-        *me.filing = None;
+        me.request.give_back();
         if had_budget && !tokio::task::coop::has_budget_remaining() {
             // The future spent the budget: tokio checks its deadline outside it.
             return Poll::Ready(Err(Elapsed::new()));
@@ -183,32 +184,46 @@ impl<F: Future> Future for Timeout<F> {
 /// Whether `deadline` has passed; files it at the first pending poll.
 #[inline]
 fn passed(
-    deadline: u64,
-    bound: &Bound,
-    filing: &mut Option<Filing>,
+    deadline: Instant,
+    at: &mut u64,
+    request: &mut Request,
     fallback: &mut Option<Pin<Box<tokio::time::Sleep>>>,
     cx: &mut Context<'_>,
 ) -> bool {
-    if let Some(filed) = filing.as_mut().filter(|filed| !filed.is_void()) {
-        return filed.poll_passed(deadline, cx.waker());
+    if request.is_filed() && !request.is_void() {
+        return request.poll_passed(*at, cx.waker());
     }
-    if filing.is_none() && fallback.is_none() {
+    first_pending_poll(deadline, at, request, fallback, cx)
+}
+
+/// [`passed`] before the deadline is filed, or once its runtime shut down.
+#[inline(never)]
+fn first_pending_poll(
+    deadline: Instant,
+    at: &mut u64,
+    request: &mut Request,
+    fallback: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+    cx: &mut Context<'_>,
+) -> bool {
+    *at = to_nanos(deadline);
+    let at = *at;
+    if at >= crate::core::SATURATED {
+        return false; // never: nothing to file, nothing to wake
+    }
+    if !request.is_filed() && fallback.is_none() {
         // The first pending poll: file in the set it was bound to when made, whose
         // runtime's clock judges it. Filing a deadline earlier than the set's entry
         // services the set, which reads that clock and expires what has passed, this
         // deadline included; a later one is covered by the armed entry.
-        match bound.file(deadline, cx.waker()) {
-            FileResult::Filed(filed) => {
-                *filing = Some(filed);
-                return false;
-            }
-            FileResult::Passed => return true,
-            FileResult::Void => {}
+        match request.file(at, cx.waker()) {
+            Filing::Filed => return false,
+            Filing::Passed => return true,
+            Filing::Void => {}
         }
     }
     // Its runtime shut down.
-    *filing = None;
-    shut_down(deadline, bound, fallback, cx)
+    request.give_back();
+    shut_down(at, request.runtime(), fallback, cx)
 }
 
 /// A timer whose runtime shut down, polled: tokio's panic from outside that runtime
@@ -219,14 +234,14 @@ fn passed(
 #[cold]
 pub(crate) fn shut_down(
     deadline: u64,
-    bound: &Bound,
+    runtime: tokio::runtime::Id,
     fallback: &mut Option<Pin<Box<tokio::time::Sleep>>>,
     cx: &mut Context<'_>,
 ) -> bool {
     let entry = match fallback {
         Some(entry) => entry,
         None => {
-            if crate::entry::polled_away_from(bound.runtime()) {
+            if crate::entry::polled_away_from(runtime) {
                 panic!("A Tokio 1.x context was found, but it is being shutdown.");
             }
             fallback.insert(Box::pin(tokio::time::sleep_until(
@@ -243,7 +258,7 @@ impl<F: fmt::Debug> fmt::Debug for Timeout<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Timeout")
             .field("value", &self.value)
-            .field("deadline", &self.deadline.map(crate::time_base::from_nanos))
+            .field("deadline", &self.deadline)
             .finish()
     }
 }

@@ -262,3 +262,115 @@ async fn a_completed_sleep_reset_wakes_its_last_waker_as_tokios_does() {
     assert_eq!(tokio, [1, 2, 2, 3], "tokio's own behaviour changed");
     assert_eq!(ours, tokio);
 }
+
+/// A pending sleep moved earlier (across ticks, then within one) and later, never
+/// polled in between: the wakes its waker gets, at the instants tokio's gets them.
+async fn pending_reset_wakes<S: AnySleep>(
+    make: impl FnOnce(Instant) -> S,
+) -> Vec<(usize, Duration)> {
+    let (count, waker) = common::CountingWaker::new();
+    let start = Instant::now();
+    let sleep = make(start + ms(100));
+    tokio::pin!(sleep);
+    let mut seen = Vec::new();
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_pending());
+    // Earlier across ticks: woken at the new deadline, not polled before.
+    sleep.as_mut().reset_to(start + ms(20));
+    // Earlier within that tick, then later within the run: stores for ours.
+    sleep
+        .as_mut()
+        .reset_to(start + ms(20) - Duration::from_micros(300));
+    time::advance(ms(19)).await;
+    seen.push((count.wakes(), start.elapsed()));
+    time::advance(ms(1)).await;
+    seen.push((count.wakes(), start.elapsed()));
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_ready());
+    // Completed, then later: woken at the new deadline, not polled before.
+    sleep.as_mut().reset_to(start + ms(40));
+    sleep.as_mut().reset_to(start + ms(45));
+    time::advance(ms(24)).await;
+    seen.push((count.wakes(), start.elapsed()));
+    time::advance(ms(1)).await;
+    seen.push((count.wakes(), start.elapsed()));
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_ready());
+    seen
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pending_sleep_moved_earlier_wakes_at_the_new_deadline_as_tokios_does() {
+    let tokio = pending_reset_wakes(time::sleep_until).await;
+    let ours = pending_reset_wakes(sleep_until).await;
+    // Woken at each new deadline (not polled in between), never before the first
+    // one. After the resets to 40 ms and 45 ms, tokio's entry re-registered at 40 ms
+    // may wake the task there, before 45 ms (it varies from run to run); ours, armed at
+    // 40 ms, does (the lazy re-check): a spurious wake, never a late one.
+    for (name, seen) in [("tokio", &tokio), ("ours", &ours)] {
+        let counts: Vec<usize> = seen.iter().map(|&(n, _)| n).collect();
+        assert_eq!(counts[..2], [0, 1], "{name}: {seen:?}");
+        assert!(
+            counts[3] >= 2,
+            "{name}: not woken at the last deadline: {seen:?}"
+        );
+    }
+    for (ours, tokio) in ours.iter().zip(&tokio) {
+        assert!(
+            ours.0 >= tokio.0,
+            "ours woken after tokio's: {ours:?} {tokio:?}"
+        );
+    }
+}
+
+/// A `Sleep` that left its deadline set for an entry of its own keeps a later reset a
+/// store: one registration for a thousand of them, and it still fires at the last.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_on_an_entry_of_its_own_keeps_later_resets_stores() {
+    let start = Instant::now();
+    let sleep = sleep_until(start + ms(500));
+    tokio::pin!(sleep);
+    assert!(poll_once(sleep.as_mut()).is_pending());
+    sleep.as_mut().reset(start + ms(100)); // earlier across ticks: its own entry now
+    assert!(format!("{:?}", sleep).contains("own_entry: true"));
+    let before = sleep.stats().registrations;
+    for i in 1..=1_000u64 {
+        sleep
+            .as_mut()
+            .reset(start + ms(100) + Duration::from_micros(i * 100));
+    }
+    assert_eq!(
+        sleep.stats().registrations,
+        before,
+        "later resets are stores"
+    );
+    sleep.as_mut().await;
+    assert_eq!(start.elapsed(), ms(200));
+}
+
+/// A `Sleep` on an entry of its own whose entry fired (its task woken) and that is
+/// reset later before its task polls it: the entry lost its waker when it fired, so
+/// the poll registers again and the task is woken at the new deadline, as with
+/// tokio's.
+async fn reset_after_fire_before_poll<S: AnySleep>(make: impl FnOnce(Instant) -> S) -> Vec<usize> {
+    let (count, waker) = common::CountingWaker::new();
+    let start = Instant::now();
+    let sleep = make(start + ms(100));
+    tokio::pin!(sleep);
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_pending());
+    sleep.as_mut().reset_to(start + ms(10)); // ours: an entry of its own now
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_pending());
+    time::advance(ms(10)).await; // fires: the task is woken, and does not poll
+    let mut seen = vec![count.wakes()];
+    sleep.as_mut().reset_to(start + ms(30));
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_pending());
+    time::advance(ms(20)).await;
+    seen.push(count.wakes());
+    assert!(common::poll_with(sleep.as_mut(), &waker).is_ready());
+    seen
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sleep_reset_after_its_fire_and_before_its_poll_is_woken_at_the_new_deadline() {
+    let tokio = reset_after_fire_before_poll(time::sleep_until).await;
+    let ours = reset_after_fire_before_poll(sleep_until).await;
+    assert_eq!(tokio, [1, 2], "tokio's own behaviour changed");
+    assert_eq!(ours, tokio);
+}

@@ -56,6 +56,19 @@ pub fn find_boundary(now: u64, mut fires: impl FnMut(u64) -> bool) -> Option<u64
     boundary.then_some(early % TICK_NANOS)
 }
 
+/// The end of the tick that holds `at` (the first boundary at or after it) on a grid
+/// whose boundaries are `offset` plus whole ticks. Saturates (a saturated deadline
+/// has no tick).
+#[inline]
+pub fn tick_end(offset: u64, at: u64) -> u64 {
+    let rem = (at % TICK_NANOS + TICK_NANOS - offset) % TICK_NANOS;
+    if rem == 0 {
+        at
+    } else {
+        at.saturating_add(TICK_NANOS - rem)
+    }
+}
+
 #[cfg(all(test, not(lazy_deadline_loom)))]
 mod tests {
     use super::*;

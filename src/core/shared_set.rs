@@ -304,6 +304,29 @@ impl<X> SharedSet<X> {
         })
     }
 
+    /// Under one lock: gives `filed` back and returns the waker its slot held while
+    /// it was pending (a clone for an owner slot, which keeps its own), with the waker
+    /// to drop after the lock, if any. For a timer that leaves the set for an entry of
+    /// its own, which must wake that task as the filing would have.
+    pub fn withdraw(
+        &self,
+        filed: Filed,
+        view: Option<&mut OwnerView>,
+    ) -> (Option<Waker>, Option<Waker>) {
+        self.state.with(|locked| {
+            let waker = locked.core.stored_waker(filed).cloned();
+            let dropped = match view {
+                Some(view) if !filed.is_remote() => {
+                    view.cancel(filed);
+                    locked.core.reclaim(view);
+                    None
+                }
+                _ => locked.core.cancel_locked(filed),
+            };
+            (waker, dropped)
+        })
+    }
+
     /// Whether the request `filed` at `deadline` in binding `generation` has passed;
     /// if not, makes sure the slot holds `waker` (`memo`: the one it holds, updated
     /// here). A new waker that finds the binding closed (its runtime shut down since

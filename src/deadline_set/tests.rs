@@ -2,6 +2,7 @@
 //! see: the sets themselves).
 
 use super::*;
+use crate::thread_sets;
 use crate::time_base::TICK_NANOS;
 use std::task::Poll;
 use std::time::Duration;
@@ -270,13 +271,12 @@ fn a_new_waker_that_finds_the_set_closed_is_woken_and_not_stored() {
     // wake it there. It is woken at once instead, and its next poll sees the close.
     on_a_thread_of_its_own(|| {
         paused().block_on(async {
-            let bound = Bound::current();
+            let mut filing = Request::current();
+            let bound = filing.bound();
             let (set, generation) = (bound.set().unwrap(), bound.generation);
             let deadline = now_nanos() + 3_600_000_000_000;
             let (old_wakes, old) = counting_waker();
-            let FileResult::Filed(mut filing) = bound.file(deadline, &old) else {
-                panic!("filed");
-            };
+            assert_eq!(filing.file(deadline, &old), Filing::Filed);
             set.close(generation);
             assert_eq!(old_wakes.load(std::sync::atomic::Ordering::SeqCst), 1);
             let (new_wakes, new) = counting_waker();
