@@ -7,7 +7,8 @@ ordinary test of this crate (not a model), "U:<module path>" a unit test of the
 crate's library, and "C:<crate>" one of our checks added to a client's suite by
 .ci/client_suites.py (its timers swapped to ours). Usage: python3 loom-tests/mutations.py [INDEX ...], or --check to
 verify only that every seeded bug still applies to the code it seeds (CI runs that).
-"A:<name>" runs a test of this crate with `--cfg tokio_unstable` given to tokio alone.
+"A:<name>" runs a test of this crate with `--cfg tokio_unstable` given to tokio alone;
+"S:<suite>" a test of one of tokio's own tokio::time suites run against ours.
 A run still going after MUTATION_HANG_AFTER seconds (900) is reported HUNG: a seeded bug
 must fail a test by name, not hang it."""
 import subprocess, sys, os, signal
@@ -136,8 +137,8 @@ M = [
   "    fn drop(&mut self) {\n        self.0.leave();", "    fn drop(&mut self) {\n        let _ = &self.0;",
   "T:key_handle", "a_handle_of_an_entry_that_left_returns_false_and_changes_nothing"),
  ("Sleep: a later reset away from home is a store", "src/sleep.rs",
-  "*this.away.get_or_insert_with(|| {\n                        crate::entry::polled_away_from(this.bound.runtime())\n                    })",
-  "{ let _ = &this.away; false }",
+  "            at == filed_at || !away(this.flags, this.request)",
+  "            at == filed_at || {\n                let _ = &this.flags;\n                true\n            }",
   "T:away_from_home", "sleep_reset_later_away_from_home_is_not_later_than_tokio"),
  ("DelayQueue insert: a fired entry still counts as armed (no wake)", "src/core/signal.rs",
   "        when < horizon || self.entry_has_fired()", "        when < horizon",
@@ -213,13 +214,13 @@ M = [
   "        if deadline >= armed {\n            return None;\n        }",
   "        if armed != NEVER {\n            return None;\n        }",
   "T:timeout", "timeout_resolves_as_tokios_on_whole_milliseconds"),
- ("deadline set: an answered request keeps its slot until its deadline", "src/deadline_set.rs",
-  "            thread_sets::with_view(set, generation, |view| set.shared.cancel(filed, view));",
-  "            let _ = filed;",
+ ("deadline set: an answered request keeps its slot until its deadline", "src/deadline_set/request.rs",
+  "        let waker = thread_sets::with_view(set, generation, |view| set.shared.cancel(filed, view));",
+  "        let waker: Option<std::task::Waker> = {\n            let _ = (generation, filed);\n            None\n        };",
   "T:timeout_memory", "two_million_answered_requests_under_hour_long_deadlines_keep_memory_flat"),
- ("Sleep: a poll by its own runtime's worker while it shuts down panics", "src/timeout.rs",
-  "            if crate::entry::polled_away_from(bound.runtime()) {\n                panic!",
-  "            if true {\n                panic!",
+ ("Sleep: a poll by its own runtime's worker while it shuts down panics", "src/sleep/in_set.rs",
+  "    if crate::entry::polled_away_from(request.runtime()) {\n        panic!",
+  "    if true {\n        panic!",
   "T:bad_input", "a_sleep_polled_while_its_runtime_shuts_down_is_pending_not_a_panic"),
  ("tower: the expiry is our Elapsed (as an io::Error), not tower's", "src/tower.rs",
   "            Err(_elapsed) => Err(Elapsed::new().into()),",
@@ -279,9 +280,9 @@ M = [
   "            .find(|owned| owned.runtime == runtime && !owned.life.is_gone())",
   "            .find(|owned| owned.runtime == runtime)",
   "U:deadline_set::tests", "a_set_of_a_gone_runtime_is_never_taken_for_a_runtime_with_its_id"),
- ("deadline set: a deadline its own filing found passed is reported pending", "src/deadline_set.rs",
-  "                if filing.has_passed(deadline) {\n                    return FileResult::Passed;",
-  "                if false {\n                    return FileResult::Passed;",
+ ("deadline set: a deadline its own filing found passed is reported pending", "src/deadline_set/request.rs",
+  "                if self.has_passed(deadline) {\n                    self.give_back();\n                    return Filing::Passed;",
+  "                if false {\n                    self.give_back();\n                    return Filing::Passed;",
   "T:interval_differential", "a_burst_catches_up_no_later_than_tokio"),
  ("Sleep: reset does nothing (tower's own suite still passes)", "src/sleep.rs",
   "    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {\n        let this = self.project();",
@@ -405,6 +406,27 @@ M = [
   "            if lane.records.front().is_some_and(|r| r.deadline <= up_to) {\n                return lane.records.pop_front();\n            }",
   "            if let Some(first) = lane.records.front() {\n                return (first.deadline <= up_to).then(|| lane.records.pop_front()).flatten();\n            }",
   "T:timeout", "timeout_resolves_as_tokios_on_whole_milliseconds"),
+ # Sleep's own entry and the same-tick store (issue: never dearer than tokio).
+ ("Sleep: an entry of its own answers pending on its memo alone (a fired entry is never seen)", "src/sleep/own_entry.rs",
+  "        if *me.memo == waker && !me.sleep.is_elapsed() {",
+  "        if *me.memo == waker {",
+  "T:sleep_parity", "a_pending_sleep_moved_earlier_wakes_at_the_new_deadline_as_tokios_does"),
+ ("Sleep: a reset of a fired entry keeps the memo (the entry lost its waker when it fired)", "src/sleep/own_entry.rs",
+  "        if me.sleep.is_elapsed() || !*me.keeps_waker {\n            *me.memo = WakerMemo::default();\n        }\n        me.sleep.reset(deadline);",
+  "        me.sleep.reset(deadline);",
+  "T:sleep_parity", "a_sleep_reset_after_its_fire_and_before_its_poll_is_woken_at_the_new_deadline"),
+ ("Sleep: leaving the set registers no waker on the new entry", "src/sleep/in_set.rs",
+  "    *own = Some(OwnEntry::armed(deadline, waker, request.driver().1));",
+  "    *own = Some(OwnEntry::armed(deadline, waker.filter(|_| false), request.driver().1));",
+  "T:sleep_parity", "a_pending_sleep_moved_earlier_wakes_at_the_new_deadline_as_tokios_does"),
+ ("Sleep: any earlier reset taken for one within the filing's tick (a store)", "src/sleep.rs",
+  "                .is_some_and(|end| Some(end) == this.request.tick_end(filed_at))",
+  "                .is_some_and(|_| true)",
+  "T:sleep_parity", "a_pending_sleep_moved_earlier_wakes_at_the_new_deadline_as_tokios_does"),
+ ("Interval: a tick re-arms with a registered waker (tokio's stalls a stream that does not reschedule)", "src/interval.rs",
+  "        self.delay.as_mut().reset_unregistered(next);",
+  "        self.delay.as_mut().reset(next);",
+  "S:time_interval", "stream_with_interval_poll_tick_no_waking"),
 ]
 args = sys.argv[1:]
 if args == ["--check"]:
@@ -433,6 +455,9 @@ for i,(name, f, old, new, binary, test) in enumerate(M):
             cmd = ["cargo","test","-q","-p","lazy-deadline","--lib","--",binary[2:] + "::" + test,"--exact"]
         elif binary.startswith("C:"):
             cmd = ["python3", ".ci/client_suites.py", binary[2:], "--", "--test", "lazy_deadline_checks", "--", test, "--exact"]
+        elif binary.startswith("S:"):
+            # One of tokio's own tokio::time suites against ours (.ci/tokio_time_suites.py).
+            cmd = ["python3", ".ci/tokio_time_suites.py", "--test", binary[2:], "--", test, "--exact"]
         elif binary.startswith("A:"):
             # tokio_unstable given to tokio alone (.ci/rustc_tokio_unstable).
             cmd = ["cargo","test","-q","-p","lazy-deadline","--test",binary[2:],"--",test,"--exact"]

@@ -2,6 +2,43 @@
 are missed. A goal's explanation is printed only while the run misses it, and it
 speaks of what limits the figure, never of a figure of its own."""
 
+# `cargo bench --bench never_dearer`: every shape a drop-in user's code gives `Sleep`
+# and `timeout`, as (bench id's shape, what the code does, what a figure is). Shared
+# with render.py's section, so the table and the goals name the same rows.
+DROP_IN_SHAPES = [
+    ("sleep_dropped_unpolled", "a `sleep(5 s)` in a biased `select!` whose other branch is ready first: "
+     "made and dropped unpolled", "wall time"),
+    ("timeout_ready_first_poll", "`timeout(5 s, f)`, `f` ready at the first poll", "wall time"),
+    ("reset_earlier_same_tick", "an armed `Sleep` reset 1 µs earlier, then polled (pending)", "wall time"),
+    ("reset_earlier_next_tick", "an armed `Sleep` reset 1 ms earlier, then polled (pending)", "wall time"),
+    ("refire", "a rate limiter's fired `Sleep`: reset to now + 1 ms, awaited after a yield", "CPU per period"),
+    ("limiter_turns", "a limiter whose waiting acquirer holds the only `sleep_until` (one permit per ms)",
+     "CPU per acquire"),
+    ("tower_rate_limit", "tower's `RateLimit` (4 calls per ms, one per task) over the `Sleep` it resets",
+     "CPU per call"),
+    ("timeout_pending_once", "`timeout(5 s, request)`, the request pending once: own cost", "wall time"),
+]
+# (bench id's runtime, as the tables name it)
+DROP_IN_RUNTIMES = [("current_thread", "current-thread"), ("two_workers", "2 workers")]
+DROP_IN_WHY = "What ours does there beyond tokio's: see BENCHMARKS.md's profile notes."
+
+
+def drop_in_figures(r, shape, runtime):
+    """(tokio, ours, tokio / ours) in ns for one shape on one runtime, or None where
+    the run has no figure for it. `timeout_pending_once` gives own costs: each total
+    minus the request alone (`request_alone`), as the per-request goals compute them."""
+    crit = r.raw["criterion"]
+    ids = [f"never_dearer/{shape}/{runtime}/{side}" for side in ("tokio", "lazy")]
+    if shape == "timeout_pending_once":
+        ids.append(f"never_dearer/request_alone/{runtime}")
+    if any(i not in crit for i in ids):
+        return None
+    tokio, ours = (crit[i]["median_ns"] for i in ids[:2])
+    if shape == "timeout_pending_once":
+        alone = crit[ids[2]]["median_ns"]
+        tokio, ours = max(tokio - alone, 0.1), max(ours - alone, 0.1)
+    return tokio, ours, tokio / ours
+
 
 def _goals(r):
     tq = "idle_queue_touch_storm/"
@@ -121,6 +158,12 @@ def _goals(r):
            tl("current_thread", "tower") / tl("current_thread", "ours"), "x", ">=", 1.3, why_ct)
     yield ("tower timeout layer", "a call through our layer at least 4x cheaper than through tower's, 2 workers",
            tl("2_workers", "tower") / tl("2_workers", "ours"), "x", ">=", 4, why_mt)
+    # One per shape and runtime; None (not measured) where the run has no figure.
+    for runtime, config in DROP_IN_RUNTIMES:
+        for shape, what, _ in DROP_IN_SHAPES:
+            figures = drop_in_figures(r, shape, runtime)
+            yield ("drop-in shapes", f"ours no dearer than tokio's: {what}, {config}",
+                   None if figures is None else figures[2], "x", ">=", 1.0, DROP_IN_WHY)
     yield ("keepalive ticker", "`Interval::reset_at` later at least 3x cheaper than tokio's",
            ratio("interval/reset_at_later/tokio", "interval/reset_at_later/lazy"), "x", ">=", 3,
            "Ours is the lazy `Sleep`'s store plus the caller's `Instant + Duration`, which tokio's "
@@ -221,7 +264,7 @@ def _rate(r, bench):
 
 
 def _shown(value, unit, op, bound):
-    """The measured value and the bound, as the goal reads them."""
+    """The measured value (None: not measured) and the bound, as the goal reads them."""
     fmt = {
         "x": lambda v: f"{v:.2f}x" if v < 10 else f"{v:,.1f}x",
         "B": lambda v: f"{v:.0f} B",
@@ -229,6 +272,9 @@ def _shown(value, unit, op, bound):
         "+ms": lambda v: f"{v:+.2f} ms",
         "/s": lambda v: f"{v:,.0f}/s",
     }[unit]
+    wanted = f"{op.replace('>=', '≥').replace('<=', '≤')} {fmt(bound)}"
+    if value is None:
+        return "not measured in this run", wanted
     if unit == "x" and abs(value - bound) < 0.01 * bound:
         # Within 1% of the bound: enough digits to show which side it fell on.
         fmt = lambda v: f"{v:.3f}x"  # noqa: E731
@@ -236,8 +282,15 @@ def _shown(value, unit, op, bound):
 
 
 def section(r, table):
-    rows, misses = [], {}
+    rows, misses, unmeasured = [], {}, 0
     for workload, goal, value, unit, op, bound, why in _goals(r):
+        if value is None:
+            # A goal whose figures this run lacks (a suite added since): neither
+            # met nor missed.
+            unmeasured += 1
+            shown, wanted = _shown(None, unit, op, bound)
+            rows.append([workload, goal, wanted, shown, "—"])
+            continue
         met = value >= bound if op == ">=" else value <= bound
         shown, wanted = _shown(value, unit, op, bound)
         rows.append([workload, goal, wanted, shown, "met" if met else "**missed**"])
@@ -246,10 +299,12 @@ def section(r, table):
             misses.setdefault(why, []).append(f"{goal} ({shown})")
     misses = [f"- **{'; '.join(goals)}**. {why}" for why, goals in misses.items()]
     met = sum(1 for row in rows if row[-1] == "met")
+    counted = f"{met} of\n{len(rows)} met"
+    if unmeasured:
+        counted = f"{met} of\n{len(rows) - unmeasured} measured met, {unmeasured} not measured in this run"
     return f"""## Goals we miss, and why
 
-The goals the project set for each workload, judged against this run ({met} of
-{len(rows)} met). A ratio is peer / ours where the goal asks for "cheaper", and ours /
+The goals the project set for each workload, judged against this run ({counted}). A ratio is peer / ours where the goal asks for "cheaper", and ours /
 reference where it bounds ours by a reference:
 
 {table(["workload", "goal", "bound", "this run", ""], rows)}

@@ -113,6 +113,7 @@ shorten the printed steady-traffic and sessions runs).
 | a deadline per request | [Per-request deadlines](#per-request-deadlines) |
 | a timeout layer on a tower service (axum, tonic, hyper) | [A timeout layer on a tower service](#a-timeout-layer-on-a-tower-service) |
 | a `select!` loop polling its timers | [Polling a timer that is not due](#polling-a-timer-that-is-not-due) |
+| every shape a drop-in `Sleep` or `timeout` meets, tokio's beside ours | [Every shape a drop-in meets](#every-shape-a-drop-in-meets) |
 | many idle keys in one task | [Many keys in one task](#many-keys-in-one-task) |
 | tokio-util's `DelayQueue`, or a `HashMap` beside one | [The `DelayQueue` drop-in and `DelayMap`](#the-delayqueue-drop-in-and-delaymap) |
 | touching a key from the task that sees its traffic | [Touching a key from another task](#touching-a-key-from-another-task) |
@@ -299,6 +300,38 @@ requests contend for that one lock:
 
 {requests.refire_section(r, table)}
 """
+
+
+def drop_in_shapes(r):
+    """Every shape a drop-in user's code gives `Sleep` and `timeout` (`benches/never_dearer.rs`),
+    a table per runtime; rows this run lacks say so instead of failing the render."""
+    crit = r.raw["criterion"]
+    intro = """## Every shape a drop-in meets
+
+`cargo bench --bench never_dearer`: what a drop-in user's code does with `Sleep`,
+`sleep` and `timeout`, tokio's beside ours in the same process, each shape run by 64
+tasks on a current-thread runtime and on 2 workers. Wall time per operation, except
+where the shape waits by design (a rate limiter's period, a permit): there, the CPU
+time of all of the process's threads per operation (from `schedstat`), which
+criterion reports as its time. A `timeout` around a request pending once is judged by
+its own cost, its total minus the same request without a timeout. Ratio: tokio / ours,
+above 1 when ours is cheaper."""
+    if not any(key.startswith("never_dearer/") for key in crit):
+        return intro + "\n\nNot measured in this run.\n"
+    tables = []
+    for runtime, config in goals.DROP_IN_RUNTIMES:
+        rows = []
+        for shape, what, measure in goals.DROP_IN_SHAPES:
+            figures = goals.drop_in_figures(r, shape, runtime)
+            if figures is None:
+                rows.append([f"{what}; {measure}", "not measured in this run", "", ""])
+                continue
+            tokio, ours, ratio = figures
+            rows.append([f"{what}; {measure}", t(tokio), t(ours), f"{ratio:.2f}x"])
+        alone = crit.get(f"never_dearer/request_alone/{runtime}")
+        floor = "" if alone is None else f" (the request alone: {t(alone['median_ns'])})"
+        tables.append(f"{config}{floor}:\n\n{table(['shape', 'tokio', 'ours', 'ratio'], rows)}")
+    return intro + "\n\n" + "\n\n".join(tables) + "\n"
 
 
 def pending(r):
@@ -590,7 +623,7 @@ def plots(root, r):
 def main(root, raw):
     r = Results(raw)
     body = "\n".join([header(r), at_a_glance(r), lone_reset(r), ticker.section(r, pair_rows), idle(r), tcp(r),
-                      per_request(r), tower_layer.section(r, table, t), pending(r),
+                      per_request(r), tower_layer.section(r, table, t), pending(r), drop_in_shapes(r),
                       many_keys(r), delay_queue(r), key_handle(r), real(r), goals.section(r, table)])
     with open(os.path.join(root, "BENCHMARKS.md"), "w") as f:
         f.write(body.rstrip() + "\n")
