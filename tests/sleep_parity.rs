@@ -345,10 +345,10 @@ async fn a_sleep_on_an_entry_of_its_own_keeps_later_resets_stores() {
     assert_eq!(start.elapsed(), ms(200));
 }
 
-/// A `Sleep` on an entry of its own whose entry fired (its task woken) and that is
-/// reset later before its task polls it: the entry lost its waker when it fired, so
-/// the poll registers again and the task is woken at the new deadline, as with
-/// tokio's.
+/// A `Sleep` whose deadline fired (its task woken) and that is reset later before
+/// its task polls it: woken at the new deadline, as tokio's (ours on an entry of its
+/// own: the poll after the reset registers the waker again, since the entry lost it
+/// when it fired).
 async fn reset_after_fire_before_poll<S: AnySleep>(make: impl FnOnce(Instant) -> S) -> Vec<usize> {
     let (count, waker) = common::CountingWaker::new();
     let start = Instant::now();
