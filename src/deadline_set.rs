@@ -224,13 +224,11 @@ impl DeadlineSet {
         }
     }
 
-    /// What the set learnt of its runtime's driver: a tick boundary (if known) and
-    /// whether a reset keeps an entry's waker. Lock-free, as [`tick_end`](Self::tick_end).
-    pub fn driver(&self) -> (Option<u64>, bool) {
+    /// Whether its runtime's driver keeps an entry's waker across a reset (learnt at
+    /// binding). Lock-free, as [`tick_end`](Self::tick_end).
+    pub fn keeps_waker(&self) -> bool {
         // Relaxed: see `tick_end`.
-        let offset = self.grid.load(Ordering::Relaxed);
-        let keeps_waker = self.keeps_waker.load(Ordering::Relaxed);
-        ((offset != NO_GRID).then_some(offset), keeps_waker)
+        self.keeps_waker.load(Ordering::Relaxed)
     }
 
     /// The end of the driver tick that holds `at`, if the set knows its runtime's

@@ -191,7 +191,7 @@ pin_project! {
         // In the set: where the filing stands. Invariant once filed: the filing
         // expires no later than the deadline's driver tick (at or before the
         // deadline, or within its tick), or it has expired and is re-filed at the
-        // deadline by the next poll. With an entry of its own: where it is armed.
+        // deadline by the next poll.
         filed_at: u64,
         // Its own tokio entry, once it left the set (see the docs above) or its
         // runtime shut down (see `# Shutdown`).

@@ -107,23 +107,24 @@ impl Drop for ThreadSets {
 /// tokio's own panic outside a runtime, or in one without the time driver (at the
 /// caller).
 #[track_caller]
-#[inline]
+#[inline(always)]
 pub(crate) fn current() -> Bound {
     let last = LAST.with(Cell::get);
-    if let Some(last) = last.filter(|last| last.pinned) {
-        if let Some(bound) = last.bound() {
-            return bound;
-        }
-    }
-    let handle = tokio::runtime::Handle::try_current();
-    if let (Some(last), Ok(handle)) = (last, &handle) {
-        if last.runtime == handle.id() {
+    if let Some(last) = last {
+        if last.pinned {
             if let Some(bound) = last.bound() {
                 return bound;
             }
+        } else if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let same = last.runtime == handle.id();
+            drop(handle);
+            if same {
+                if let Some(bound) = last.bound() {
+                    return bound;
+                }
+            }
         }
     }
-    drop(handle);
     slow()
 }
 

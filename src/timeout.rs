@@ -56,6 +56,7 @@ use tokio::time::Instant;
 /// # }
 /// ```
 #[track_caller]
+#[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     let request = Request::current();
     let deadline = Instant::now().checked_add(duration);
@@ -84,6 +85,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// # }
 /// ```
 #[track_caller]
+#[inline]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
     Timeout::new(future.into_future(), Some(deadline), Request::current())
 }

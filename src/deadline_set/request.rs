@@ -50,7 +50,7 @@ impl Request {
     ///
     /// tokio's own panic outside a runtime, or in one without the time driver.
     #[track_caller]
-    #[inline]
+    #[inline(always)]
     pub fn current() -> Self {
         Self {
             bound: thread_sets::current(),
@@ -96,10 +96,11 @@ impl Request {
         self.bound.set?.tick_end(at)
     }
 
-    /// What the set learnt of its runtime's driver (see `DeadlineSet::driver`).
+    /// Whether the set's runtime's driver keeps an entry's waker across a reset
+    /// (see `DeadlineSet::keeps_waker`; `false` without a set).
     #[inline]
-    pub fn driver(&self) -> (Option<u64>, bool) {
-        self.bound.set.map_or((None, false), |set| set.driver())
+    pub fn keeps_waker(&self) -> bool {
+        self.bound.set.is_some_and(|set| set.keeps_waker())
     }
 
     /// Files `deadline` for the task of `waker` (not filed yet): in an owner slot on

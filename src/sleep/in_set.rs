@@ -176,7 +176,7 @@ fn leave(
     counts: &mut Counts,
     waker: Option<&Waker>,
 ) {
-    *own = Some(OwnEntry::armed(deadline, waker, request.driver().1));
+    *own = Some(OwnEntry::armed(deadline, waker, request.keeps_waker()));
     *filed_at = at;
     counts.registered();
 }
