@@ -2,15 +2,16 @@
 """Runs published clients' own test suites with their tokio timers swapped to ours.
 
 A client crate (tower, tower-http) is copied from cargo's registry source at run time
-(never committed here) into target/client-suites/, its `tokio::time` timers are
-replaced by lazy-deadline's by exact source replacements (each asserted to apply the
-listed number of times, so a new release that moves the text fails loudly instead
-of testing tokio against itself), its manifest gains a path dependency on this crate,
+(never committed here) into target/client-suites/, every `tokio::time` path in its
+sources becomes `lazy_deadline::time` (the one change a user makes; a crate where it
+finds nothing fails the step, so a new release does not test tokio against itself),
+its manifest gains a path dependency on this crate,
 and its own tests run there, plus checks of our own (.ci/client_checks/): a suite that
 passes with a broken timer proves little, and tower's rate limiter tests pass even
 when `Sleep::reset` does nothing.
 
-What stays tokio's: `Instant`, and the clock controls (`pause`, `advance`).
+What stays tokio's: what `lazy_deadline::time` re-exports (`Instant`, `Duration`, the
+clock controls `pause` and `advance`).
 
 Usage: python3 .ci/client_suites.py [tower|tower-http ...] [--tokio] [-- cargo test args...]
 (--tokio: leave their timers tokio's, to see the suites and our checks pass there.)"""
@@ -23,26 +24,7 @@ TOWER_HTTP = "0.6.11"
 # crate -> (version, features for `cargo test`, {file: [(old, new, what[, times])]},
 #           our checks file, the features it needs)
 CLIENTS = {
-    "tower": (locked_version("tower"), ["--all-features"], {
-        "src/retry/backoff.rs": [
-            ("    type Future = tokio::time::Sleep;", "    type Future = lazy_deadline::Sleep;", "the backoff's future"),
-            ("        tokio::time::sleep(next)", "        lazy_deadline::sleep(next)", "the backoff's sleep"),
-        ],
-        "src/hedge/delay.rs": [
-            ("tokio::time::Sleep", "lazy_deadline::Sleep", "the hedge delay's type", 2),
-            ("tokio::time::sleep(delay)", "lazy_deadline::sleep(delay)", "the hedge delay's sleep"),
-        ],
-        "src/limit/rate/service.rs": [
-            ("use tokio::time::{Instant, Sleep};", "use lazy_deadline::Sleep;\nuse tokio::time::Instant;", "the rate limiter's use line"),
-            ("Box::pin(tokio::time::sleep_until(until))", "Box::pin(lazy_deadline::sleep_until(until))", "the rate limiter's sleep"),
-        ],
-        "src/timeout/future.rs": [
-            ("use tokio::time::Sleep;", "use lazy_deadline::Sleep;", "the timeout future's use line"),
-        ],
-        "src/timeout/mod.rs": [
-            ("tokio::time::sleep(self.timeout)", "lazy_deadline::sleep(self.timeout)", "the timeout's sleep"),
-        ],
-    }, "tower_timers.rs", ["limit", "timeout", "util"]),
+    "tower": (locked_version("tower"), ["--all-features"], {}, "tower_timers.rs", ["limit", "timeout", "util"]),
     # `full` but `fs`: the file-serving tests read files of tower-http's repository
     # (its README one level up, test-files/) that the published crate does not hold.
     "tower-http": (TOWER_HTTP, ["--features", ",".join([
@@ -51,23 +33,6 @@ CLIENTS = {
         "normalize-path", "on-early-drop", "propagate-header", "redirect", "request-id",
         "sensitive-headers", "set-header", "set-status", "timeout", "trace", "util",
         "validate-request"])], {
-        "src/timeout/body.rs": [
-            ("use tokio::time::{sleep, Sleep};", "use lazy_deadline::{sleep, Sleep};", "the body timeout's use line"),
-        ],
-        "src/timeout/service.rs": [
-            ("use tokio::time::Sleep;", "use lazy_deadline::Sleep;", "the timeout service's use line"),
-            ("let sleep = tokio::time::sleep(self.timeout);", "let sleep = lazy_deadline::sleep(self.timeout);", "the timeout service's sleep"),
-            ("tokio::time::sleep(Duration::from_secs(10)).await;", "lazy_deadline::sleep(Duration::from_secs(10)).await;", "the slow handler of its tests"),
-        ],
-        "src/metrics/in_flight_requests.rs": [
-            ("tokio::time::interval(interval)", "lazy_deadline::interval(interval)", "the in-flight counter's interval"),
-        ],
-        "src/on_early_drop/service.rs": [
-            ("use tokio::time::{sleep, timeout};", "use lazy_deadline::{sleep, timeout};", "its tests' timers"),
-        ],
-        "src/on_early_drop/early_drops_as_failures.rs": [
-            ("use tokio::time::{sleep, timeout};", "use lazy_deadline::{sleep, timeout};", "its tests' timers"),
-        ],
         # Our checks run on tokio's paused clock.
         "Cargo.toml": [
             ('[dev-dependencies.tokio]\nversion = "1"\nfeatures = ["full"]\n',
@@ -76,6 +41,26 @@ CLIENTS = {
         ],
     }, "tower_http_timers.rs", ["timeout"]),
 }
+
+
+def swap_timers(dst, crate, version):
+    """The one change a user makes: every `tokio::time` path in the crate's sources
+    becomes `lazy_deadline::time` (ours where we have a drop-in, tokio's re-exported
+    elsewhere). Fails if it finds nothing to swap. Returns {file: paths swapped}."""
+    swapped = {}
+    for root, dirs, names in os.walk(dst):
+        dirs[:] = [d for d in dirs if d != "target"]
+        for name in names:
+            if not name.endswith(".rs"):
+                continue
+            path = os.path.join(root, name)
+            text = open(path).read()
+            count = text.count("tokio::time")
+            if count:
+                open(path, "w").write(text.replace("tokio::time", "lazy_deadline::time"))
+                swapped[os.path.relpath(path, dst)] = count
+    assert swapped, f"{crate} {version}: no `tokio::time` to swap"
+    return swapped
 
 
 def source_dir(crate, version):
@@ -115,18 +100,20 @@ def prepare(crate, swap=True):
         for old, new, what, *times in edits:
             text = replace_once(text, old, new, what, f"{crate} {version}'s {path}", *times)
         open(full, "w").write(text)
+    swapped = swap_timers(dst, crate, version) if swap else {}
     os.makedirs(os.path.join(dst, "tests"), exist_ok=True)
     shutil.copy(os.path.join(ROOT, ".ci", "client_checks", checks), os.path.join(dst, "tests", "lazy_deadline_checks.rs"))
     manifest = os.path.join(dst, "Cargo.toml")
     text = open(manifest).read()
     required = ", ".join(f'"{f}"' for f in needs)
-    text += (f'\n[dependencies.lazy-deadline]\npath = "{ROOT}"\n\n'
+    text += (f'\n[dependencies.lazy-deadline]\npath = "{ROOT}"\nfeatures = ["test-util"]\n\n'
              f'[[test]]\nname = "lazy_deadline_checks"\npath = "tests/lazy_deadline_checks.rs"\n'
              f'required-features = [{required}]\n\n'
              '# Not part of the lazy-deadline workspace this directory sits in.\n[workspace]\n')
     open(manifest, "w").write(text)
-    print(f"{crate} {version}: " + ("its timers swapped to lazy-deadline's" if swap else "its own tokio timers")
-          + f" ({len(changes)} files changed)", flush=True)
+    print(f"{crate} {version}: " + (f"`tokio::time` -> `lazy_deadline::time`, {sum(swapped.values())} paths in "
+                                     f"{len(swapped)} files ({', '.join(sorted(swapped))})"
+                                     if swap else "its own tokio timers"), flush=True)
     return dst, features
 
 

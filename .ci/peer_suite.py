@@ -51,8 +51,14 @@ publish = false
 
 [workspace]
 
+# tokio's suites gate themselves on tokio's own `full` feature: this crate has one too,
+# so that they run unchanged but for the swap.
+[features]
+default = ["full"]
+full = []
+
 [dependencies]
-lazy-deadline = {{ path = "../.." }}
+lazy-deadline = {{ path = "../..", features = ["test-util"] }}
 tokio = {{ version = "={locked_version("tokio")}", features = ["full", "test-util"] }}
 tokio-test = "0.4"
 futures = "={locked_version("futures")}"

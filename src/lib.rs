@@ -20,6 +20,10 @@
 //! | [`DelayQueue`] ([`delay_queue::Key`], [`delay_queue::Expired`]) | drop-in for tokio-util's `DelayQueue` | `reset_at` later: a generation check and a store |
 //! | [`DelayMap`] | deadlines keyed by your own key, in place of a `HashMap` + `DelayQueue` pair | `reset` later: one hash lookup and a store |
 //!
+//! [`time`] mirrors `tokio::time` item for item (ours where the crate has a drop-in,
+//! tokio's re-exported elsewhere), so one line swaps a codebase:
+//! `use tokio::time::{...}` becomes `use lazy_deadline::time::{...}`.
+//!
 //! # Guarantees
 //!
 //! - **Never early**: nothing resolves before its deadline by the clock of the
@@ -300,6 +304,7 @@ pub mod sync;
 #[cfg(not(lazy_deadline_loom))]
 mod sync;
 mod thread_sets;
+pub mod time;
 mod time_base;
 mod timeout;
 #[cfg(feature = "tower")]

@@ -147,3 +147,29 @@ fn idle_queue_expires_exactly_the_quiet_keys_in_deadline_order() {
         assert!(Instant::now() >= start + SHORT * 3);
     });
 }
+
+/// Canary (see `tests/tokio_canaries.rs`): tokio's per-worker timer makes a new entry
+/// on reset, which holds no waker until it is polled. The deadline sets probe for it
+/// when they bind; if tokio changes it, this fails by name.
+#[test]
+fn the_per_worker_timer_makes_a_new_entry_without_a_waker_on_reset() {
+    alt_runtime().block_on(async {
+        tokio::spawn(async {
+            let (count, waker) = common::CountingWaker::new();
+            let sleep = tokio::time::sleep(Duration::from_secs(3600));
+            tokio::pin!(sleep);
+            assert!(common::poll_with(sleep.as_mut(), &waker).is_pending());
+            sleep
+                .as_mut()
+                .reset(Instant::now() - Duration::from_millis(5));
+            tokio::time::sleep(LONG).await;
+            assert_eq!(
+                count.wakes(),
+                0,
+                "tokio's per-worker timer now keeps the waker across a reset"
+            );
+        })
+        .await
+        .unwrap();
+    });
+}
