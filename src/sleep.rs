@@ -107,9 +107,10 @@ pin_project! {
     /// A `Sleep` that is reset earlier across ticks, or reset once it completed, is a
     /// long-lived timer (a connection's, a limiter's), not a per-request one: at such
     /// a reset it leaves the set for a tokio entry of its own (one allocation, once),
-    /// which it re-arms lazily from then on. A later reset is still a store, an
-    /// earlier one within the entry's tick nothing at all, any other one tokio's own
-    /// reset, and its fire wakes the task directly.
+    /// which it re-arms lazily from then on. A later reset is still a store, any
+    /// other one tokio's own reset of that entry, its fire wakes the task directly,
+    /// and a pending poll by the task whose waker the entry holds does not call into
+    /// tokio.
     ///
     /// Like tokio's, it does not implement `Unpin`: pin it (`tokio::pin!` or
     /// `Box::pin`) to use it with `select!` or `reset`.
@@ -276,8 +277,9 @@ impl Sleep {
 
     /// Resets the `Sleep` to a new deadline, before or after it completed.
     ///
-    /// A later deadline is a field store: no lock, no clock read, no atomic; so is an
-    /// earlier one within the driver tick where the deadline is filed or armed.
+    /// A later deadline is a field store: no lock, no clock read, no atomic. In the
+    /// deadline set, so is an earlier one within the driver tick where the deadline is
+    /// filed (a load of the set's tick grid and a compare).
     /// Before the first poll every reset is a store. An earlier one across ticks moves
     /// the timer to an entry of its own (the first time; see the type's docs) and is
     /// tokio's own reset of that entry. Polled away from its runtime, every reset
@@ -317,19 +319,17 @@ impl Sleep {
             return;
         }
         let at = to_nanos(deadline);
-        if completed {
-            if let Some(waker) = this.last_waker {
-                in_set::reset_completed(
-                    this.request,
-                    this.own,
-                    deadline,
-                    at,
-                    this.filed_at,
-                    this.counts,
-                    waker,
-                );
-                return;
-            }
+        if completed && this.last_waker.is_some() {
+            in_set::reset_completed(
+                this.request,
+                this.own,
+                deadline,
+                at,
+                this.filed_at,
+                this.counts,
+                this.last_waker,
+            );
+            return;
         }
         if !this.request.is_filed() {
             return; // filed at the next poll, at the final deadline
@@ -360,6 +360,8 @@ impl Sleep {
     /// its `Interval` uses after a tick): a completed `Sleep` wakes nobody at the new
     /// deadline until it is polled again. A store, whatever the deadline; the next
     /// poll files it (or, on an entry of its own, re-arms it when it finds it fired).
+    /// On the entry that carries a `Sleep` on once its runtime shut down, tokio's
+    /// `reset` (tokio offers nothing else there).
     pub(crate) fn reset_unregistered(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.project();
         // After it completed only: an entry of its own has fired then, so its next

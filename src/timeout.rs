@@ -207,7 +207,10 @@ fn first_pending_poll(
     fallback: &mut Option<Pin<Box<tokio::time::Sleep>>>,
     cx: &mut Context<'_>,
 ) -> bool {
-    *at = to_nanos(deadline);
+    if *at == crate::core::NEVER {
+        // Once: a saturated deadline is kept as such, never converted again.
+        *at = to_nanos(deadline).min(crate::core::SATURATED);
+    }
     let at = *at;
     if at >= crate::core::SATURATED {
         return false; // never: nothing to file, nothing to wake

@@ -284,63 +284,73 @@ fn paused_and_real() -> (
 
 #[test]
 fn two_runtimes_on_one_thread_each_judge_their_own_deadlines() {
-    let (paused, real, (count, waker)) = paused_and_real();
-    let mut cx = Context::from_waker(&waker);
-    // Filed in the paused runtime's set, one hour out by its clock.
-    #[allow(clippy::async_yields_async)] // the pending timeout is carried out, on purpose
-    let mut in_paused = paused.block_on(async {
-        let mut t = Box::pin(lazy_deadline::timeout(
-            Duration::from_secs(3600),
-            std::future::pending::<()>(),
-        ));
-        assert!(t.as_mut().poll(&mut cx).is_pending());
-        t
-    });
-    // The real runtime's clock runs on; its own 5 ms timeout elapses in real time,
-    // while the paused one's stays pending.
-    real.block_on(async {
-        let elapsed = lazy_deadline::timeout(ms(5), std::future::pending::<()>()).await;
-        assert!(elapsed.is_err());
-        assert!(
-            in_paused.as_mut().poll(&mut cx).is_pending(),
-            "judged by another runtime's clock"
-        );
-    });
-    // The paused runtime jumps an hour: its deadline passes by its clock.
-    paused.block_on(async {
-        time::advance(Duration::from_secs(3600)).await;
-        assert!(count.wakes() >= 1, "not woken by its runtime's entry");
-        assert!(matches!(
-            in_paused.as_mut().poll(&mut cx),
-            Poll::Ready(Err(_))
-        ));
+    // Under a watchdog: a lost wake fails by name instead of hanging the suite.
+    common::watchdog("two runtimes on one thread", LIMIT, || {
+        let (paused, real, (count, waker)) = paused_and_real();
+        let mut cx = Context::from_waker(&waker);
+        // Filed in the paused runtime's set, one hour out by its clock.
+        #[allow(clippy::async_yields_async)] // the pending timeout is carried out, on purpose
+        let mut in_paused = paused.block_on(async {
+            let mut t = Box::pin(lazy_deadline::timeout(
+                Duration::from_secs(3600),
+                std::future::pending::<()>(),
+            ));
+            assert!(t.as_mut().poll(&mut cx).is_pending());
+            t
+        });
+        // The real runtime's clock runs on; its own 5 ms timeout elapses in real time,
+        // while the paused one's stays pending.
+        real.block_on(async {
+            let elapsed = lazy_deadline::timeout(ms(5), std::future::pending::<()>()).await;
+            assert!(elapsed.is_err());
+            assert!(
+                in_paused.as_mut().poll(&mut cx).is_pending(),
+                "judged by another runtime's clock"
+            );
+        });
+        // The paused runtime jumps an hour: its deadline passes by its clock.
+        paused.block_on(async {
+            time::advance(Duration::from_secs(3600)).await;
+            assert!(count.wakes() >= 1, "not woken by its runtime's entry");
+            assert!(matches!(
+                in_paused.as_mut().poll(&mut cx),
+                Poll::Ready(Err(_))
+            ));
+        });
     });
 }
 
 #[test]
 fn a_sleep_is_judged_by_the_runtime_it_was_made_in_wherever_it_is_polled() {
-    let (paused, real, (count, waker)) = paused_and_real();
-    let mut cx = Context::from_waker(&waker);
-    // Made in the paused runtime, one hour out by its clock, not polled there.
-    let mut made_paused = {
-        let _inside = paused.enter();
-        Box::pin(lazy_deadline::sleep(Duration::from_secs(3600)))
-    };
-    // First polled inside the real runtime, whose clock runs on: still the paused
-    // runtime's deadline, as with tokio's `Sleep`.
-    real.block_on(async {
-        assert!(made_paused.as_mut().poll(&mut cx).is_pending());
-        lazy_deadline::sleep(ms(5)).await;
-        assert!(
-            made_paused.as_mut().poll(&mut cx).is_pending(),
-            "judged by the poller's clock"
-        );
-    });
-    paused.block_on(async {
-        time::advance(Duration::from_secs(3600)).await;
-        assert!(count.wakes() >= 1, "not woken by its runtime's entry");
-        assert!(made_paused.as_mut().poll(&mut cx).is_ready());
-    });
+    // Under a watchdog: a lost wake fails by name instead of hanging the suite.
+    common::watchdog(
+        "a sleep judged by the runtime it was made in",
+        LIMIT,
+        || {
+            let (paused, real, (count, waker)) = paused_and_real();
+            let mut cx = Context::from_waker(&waker);
+            // Made in the paused runtime, one hour out by its clock, not polled there.
+            let mut made_paused = {
+                let _inside = paused.enter();
+                Box::pin(lazy_deadline::sleep(Duration::from_secs(3600)))
+            };
+            // First polled inside the real runtime, whose clock runs on: still the paused
+            // runtime's deadline, as with tokio's `Sleep`.
+            real.block_on(async {
+                assert!(made_paused.as_mut().poll(&mut cx).is_pending());
+                lazy_deadline::sleep(ms(5)).await;
+                assert!(
+                    made_paused.as_mut().poll(&mut cx).is_pending(),
+                    "judged by the poller's clock"
+                );
+            });
+            paused.block_on(async {
+                time::advance(Duration::from_secs(3600)).await;
+                assert!(count.wakes() >= 1, "not woken by its runtime's entry");
+                assert!(made_paused.as_mut().poll(&mut cx).is_ready());
+            });
+        },
+    );
 }
 
 #[test]

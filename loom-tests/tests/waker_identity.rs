@@ -15,8 +15,9 @@ use lazy_deadline::{timer_kinds, IdleTimeout, SlotTimer};
 use moving_waker::MovingWaker;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::Context;
+use std::task::{Context, Waker};
 use std::time::Duration;
+use tokio::time::Instant;
 
 fn paused() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -67,6 +68,54 @@ fn slot_timer_wakes_the_task_that_polled_last() {
             task_b.wakes(),
             1,
             "the handle's earlier set woke the old task"
+        );
+    });
+}
+
+/// Polled pending, reset earlier across ticks (ours: an entry of its own), polled by
+/// task A, then by task B whose waker sits at A's old address; the wakes B gets
+/// once the deadline passes.
+async fn wakes_of_the_last_poller<S: Future<Output = ()>>(
+    mut sleep: Pin<&mut S>,
+    reset_earlier: impl FnOnce(Pin<&mut S>),
+) -> usize {
+    assert!(sleep
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_pending());
+    reset_earlier(sleep.as_mut());
+    let task = MovingWaker::new();
+    assert!(sleep
+        .as_mut()
+        .poll(&mut Context::from_waker(&task.waker()))
+        .is_pending());
+    let task_b = task.reuse_address_for_another_task();
+    assert!(sleep
+        .as_mut()
+        .poll(&mut Context::from_waker(&task_b.waker()))
+        .is_pending());
+    tokio::time::advance(Duration::from_millis(100)).await;
+    task_b.wakes()
+}
+
+#[test]
+fn sleep_on_an_entry_of_its_own_wakes_the_task_that_polled_last() {
+    paused().block_on(async {
+        let start = Instant::now();
+        let theirs = tokio::time::sleep_until(start + Duration::from_millis(500));
+        tokio::pin!(theirs);
+        let tokio_wakes =
+            wakes_of_the_last_poller(theirs, |s| s.reset(start + Duration::from_millis(100))).await;
+        assert_eq!(tokio_wakes, 1, "tokio's own behaviour changed");
+
+        let start = Instant::now();
+        let ours = lazy_deadline::sleep_until(start + Duration::from_millis(500));
+        tokio::pin!(ours);
+        let our_wakes =
+            wakes_of_the_last_poller(ours, |s| s.reset(start + Duration::from_millis(100))).await;
+        assert_eq!(
+            our_wakes, 1,
+            "the fire woke the old task, not the one that polled last"
         );
     });
 }

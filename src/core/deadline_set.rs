@@ -11,8 +11,8 @@
 //! - **Order.** Records of the pending deadlines sit in [`Lanes`](super::lanes):
 //!   appends and pops, no heap.
 //! - **Memory** follows the requests in flight: answered requests' records are shed
-//!   from the lanes, and what a burst grew is given back by whoever holds the lock
-//!   next (the owner's next filing, an answer from another thread, the service):
+//!   from the lanes, and what a burst grew is given back under the lock as the burst
+//!   is answered from any thread, expires, or at the set's next service round:
 //!   the owner has at most [`OWNER_SLOTS`] slots, never shrunk (a burst beyond them
 //!   takes remote slots), so its state words and its lock-free view never move once
 //!   grown, and remote slots, which keep no waker once free, shrink under the lock.

@@ -460,3 +460,42 @@ fn a_burst_filed_from_another_thread_gives_its_memory_back() {
         );
     }
 }
+
+#[test]
+fn a_remote_burst_that_expires_gives_its_memory_back() {
+    // Filed from another thread (remote slots), never answered: they expire, and the
+    // service that expires them gives back what they grew.
+    on_a_thread_of_its_own(|| {
+        paused().block_on(async {
+            let set = Bound::current().set().unwrap();
+            type Boxed = Pin<Box<crate::Timeout<std::future::Pending<()>>>>;
+            let timeouts: Vec<Boxed> = (0..200_000)
+                .map(|_| {
+                    Box::pin(crate::timeout(
+                        Duration::from_secs(60),
+                        std::future::pending::<()>(),
+                    ))
+                })
+                .collect();
+            let timeouts = std::thread::spawn(move || {
+                let mut timeouts = timeouts;
+                let mut cx = Context::from_waker(Waker::noop());
+                for timeout in &mut timeouts {
+                    assert!(timeout.as_mut().poll(&mut cx).is_pending());
+                }
+                timeouts
+            })
+            .join()
+            .unwrap();
+            let peak = set.heap_bytes();
+            assert!(peak > 4_000_000, "{peak} bytes at the peak");
+            tokio::time::sleep(Duration::from_secs(61)).await;
+            let after = set.heap_bytes();
+            assert!(
+                after <= 64 * 1024,
+                "{after} bytes kept after a remote burst expired"
+            );
+            drop(timeouts);
+        })
+    });
+}

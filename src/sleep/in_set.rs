@@ -119,11 +119,15 @@ pub(super) fn reset_completed(
     at: u64,
     filed_at: &mut u64,
     counts: &mut Counts,
-    waker: &Waker,
+    last_waker: &mut Option<Waker>,
 ) {
+    let Some(waker) = last_waker else {
+        return;
+    };
     if !request.is_void() && at_home(request) {
         request.give_back();
-        leave(request, own, deadline, at, filed_at, counts, Some(waker));
+        // The entry keeps it from now on.
+        leave(own, deadline, at, filed_at, counts, last_waker.take());
         return;
     }
     match request.refile(at, Some(waker)) {
@@ -152,7 +156,7 @@ pub(super) fn move_now(
 ) {
     if at < *filed_at && !request.is_void() && at_home(request) {
         let waker = request.withdraw();
-        leave(request, own, deadline, at, filed_at, counts, waker.as_ref());
+        leave(own, deadline, at, filed_at, counts, waker);
         return;
     }
     match request.refile(at, None) {
@@ -168,15 +172,14 @@ pub(super) fn move_now(
 /// Leaves the set (the filing given back already) for an entry of its own armed at
 /// `deadline`, registered with `waker` if there is one.
 fn leave(
-    request: &Request,
     own: &mut Option<Pin<Box<OwnEntry>>>,
     deadline: Instant,
     at: u64,
     filed_at: &mut u64,
     counts: &mut Counts,
-    waker: Option<&Waker>,
+    waker: Option<Waker>,
 ) {
-    *own = Some(OwnEntry::armed(deadline, waker, request.keeps_waker()));
+    *own = Some(OwnEntry::armed(deadline, waker));
     *filed_at = at;
     counts.registered();
 }

@@ -5,20 +5,23 @@
 //! The lazy rule on one `tokio::time::Sleep`: the entry is armed at `armed`, the
 //! deadline may be later (`target`). A later reset is a store (the entry fires at
 //! `armed`, and the poll that sees it re-arms at the target); any other one is
-//! tokio's own reset (which, within the armed driver tick, is tokio's own store). A
-//! reset of a completed `Sleep` is tokio's reset, so that the entry wakes the waker
-//! of the last poll at the new deadline, as tokio's does. Everything is judged on
-//! `Instant`s: nothing here converts to the time base.
+//! tokio's own reset (which, within the armed driver tick, is tokio's own in-place
+//! extension). A reset of a completed `Sleep` is tokio's reset, so that the entry
+//! wakes the waker of the last poll at the new deadline, as tokio's does. Everything
+//! is judged on `Instant`s: nothing here converts to the time base.
 //!
-//! A pending poll with the waker the entry holds (its memo) and an entry that has
-//! not fired is answered without calling into tokio: the entry wakes that waker when
-//! it fires. The memo is dropped whenever the entry may have lost the waker: it fired
-//! (tokio takes the waker to wake it), or a reset made a new entry (tokio's
-//! per-worker timer does).
+//! A pending poll by the task whose waker the entry holds, of an entry that has not
+//! fired, is answered without calling into tokio: the entry wakes that waker when it
+//! fires. Which waker that is: `registered`, the clone this entry was polled with
+//! (kept here, so that its identity stays its own: a dropped waker's address reused
+//! by another task's never passes for it). It is forgotten whenever the entry may
+//! have lost it: it fired (tokio takes the waker to wake it), or tokio's reset ran
+//! (the driver may have fired the entry on another thread just before it, and a reset
+//! re-registers an entry without restoring the waker; tokio's per-worker timer makes
+//! a new entry, with none). The poll after that registers again.
 
 use super::Counts;
 use crate::core::MAX_ROUNDS;
-use crate::sync::WakerMemo;
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -34,10 +37,8 @@ pin_project! {
         target: Instant,
         // Where the entry is armed.
         armed: Instant,
-        // Which waker the entry holds, while it holds one we know of.
-        memo: WakerMemo,
-        // Whether tokio's reset keeps the entry's waker (its default driver).
-        keeps_waker: bool,
+        // The waker the entry holds a clone of, while it surely does.
+        registered: Option<Waker>,
         // The entry of a `Sleep` whose runtime shut down: a plain `tokio::time::Sleep`
         // from then on (every reset and poll is tokio's own).
         fallback: bool,
@@ -45,25 +46,24 @@ pin_project! {
 }
 
 impl OwnEntry {
-    /// An entry armed at `deadline` (`at` in the time base), made in the current
-    /// runtime (the `Sleep`'s: the caller checked), registered with `waker` if there
-    /// is one (as tokio's reset keeps the entry's waker, so the task is woken at the
-    /// new deadline without polling again; at once if it has passed).
-    pub fn armed(deadline: Instant, waker: Option<&Waker>, keeps_waker: bool) -> Pin<Box<Self>> {
+    /// An entry armed at `deadline`, made in the current runtime (the `Sleep`'s: the
+    /// caller checked), registered with `waker` if there is one (as tokio's reset
+    /// keeps the entry's waker, so the task is woken at the new deadline without
+    /// polling again; at once if it has passed).
+    pub fn armed(deadline: Instant, waker: Option<Waker>) -> Pin<Box<Self>> {
         let mut entry = Box::pin(Self {
             sleep: tokio::time::sleep_until(deadline),
             target: deadline,
             armed: deadline,
-            memo: WakerMemo::default(),
-            keeps_waker,
+            registered: None,
             fallback: false,
         });
         if let Some(waker) = waker {
             let me = entry.as_mut().project();
             let polled = std::pin::pin!(tokio::task::unconstrained(me.sleep));
-            match polled.poll(&mut Context::from_waker(waker)) {
-                Poll::Pending => *me.memo = WakerMemo::of(waker),
-                Poll::Ready(()) => waker.wake_by_ref(),
+            match polled.poll(&mut Context::from_waker(&waker)) {
+                Poll::Pending => *me.registered = Some(waker),
+                Poll::Ready(()) => waker.wake(),
             }
         }
         entry
@@ -76,8 +76,7 @@ impl OwnEntry {
             sleep: tokio::time::sleep_until(deadline),
             target: deadline,
             armed: deadline,
-            memo: WakerMemo::default(),
-            keeps_waker: false,
+            registered: None,
             fallback: true,
         })
     }
@@ -98,29 +97,32 @@ impl OwnEntry {
             let entry = std::pin::pin!(tokio::task::unconstrained(me.sleep));
             return entry.poll(cx).is_ready();
         }
-        let waker = WakerMemo::of(cx.waker());
-        if *me.memo == waker && !me.sleep.is_elapsed() {
-            return false; // the entry wakes this waker when it fires
+        if me
+            .registered
+            .as_ref()
+            .is_some_and(|kept| kept.will_wake(cx.waker()))
+            && !me.sleep.is_elapsed()
+        {
+            // The entry holds this waker and has not fired: it wakes it when it
+            // does. (If it fires meanwhile, on the driver's thread, it has already
+            // taken this waker to wake it: the task polls again.)
+            return false;
         }
         for _ in 0..MAX_ROUNDS {
-            let entry = std::pin::pin!(tokio::task::unconstrained(me.sleep.as_mut()));
-            // tokio registers the waker first, whatever the poll reports.
-            let fired = entry.poll(cx).is_ready();
-            *me.memo = waker;
-            if !fired {
+            if !poll_entry(me.registered, me.sleep.as_mut(), cx) {
                 return false;
             }
             counts.fired();
             if *me.target <= *me.armed {
                 return true;
             }
-            // The deadline moved later since the entry was armed: re-arm there.
+            // The deadline moved later since the entry was armed: re-arm there. The
+            // entry holds the waker just registered (it has fired: the driver does not
+            // fire it again before this reset puts it back), but the per-worker timer
+            // makes a new entry on reset: the next round polls it.
             me.sleep.as_mut().reset(*me.target);
             *me.armed = *me.target;
             counts.registered();
-            if !*me.keeps_waker {
-                *me.memo = WakerMemo::default();
-            }
         }
         cx.waker().wake_by_ref();
         false
@@ -130,19 +132,15 @@ impl OwnEntry {
     /// keeps this waker (a reset then wakes it).
     pub fn keep_waker(self: Pin<&mut Self>, cx: &mut Context<'_>) {
         let me = self.project();
-        let entry = std::pin::pin!(tokio::task::unconstrained(me.sleep));
-        let _ = entry.poll(cx);
-        *me.memo = WakerMemo::of(cx.waker());
+        let _ = poll_entry(me.registered, me.sleep, cx);
     }
 
     /// The deadline moves to `deadline` with nothing registered (see
     /// `Sleep::reset_unregistered`): the poll that finds the entry fired before it
-    /// re-arms there.
+    /// re-arms there. (A fallback entry has no such move: tokio's reset.)
     pub fn retarget(self: Pin<&mut Self>, deadline: Instant) {
         let me = self.project();
         if *me.fallback {
-            // tokio's `reset_without_timer` is private: a reset is what a plain
-            // `Sleep` offers (it registers the entry; its waker stays as it was).
             me.sleep.reset(deadline);
             return;
         }
@@ -169,13 +167,30 @@ impl OwnEntry {
         if !completed && deadline >= *me.armed && (deadline == *me.armed || !away()) {
             return; // the entry fires at `armed`, and its poll re-arms at the target
         }
-        // The entry may have fired since it was polled (tokio took the waker then):
-        // the next poll registers again.
-        if me.sleep.is_elapsed() || !*me.keeps_waker {
-            *me.memo = WakerMemo::default();
-        }
+        // See the module docs: the next poll registers again.
+        *me.registered = None;
         me.sleep.reset(deadline);
         *me.armed = deadline;
         counts.registered();
     }
+}
+
+/// Polls tokio's entry `sleep` (outside the task's budget: the caller spends it on
+/// `Ready`) with the kept clone of `cx`'s waker (`registered`), which the entry then
+/// holds. Whether it fired.
+fn poll_entry(
+    registered: &mut Option<Waker>,
+    sleep: Pin<&mut tokio::time::Sleep>,
+    cx: &Context<'_>,
+) -> bool {
+    if !registered
+        .as_ref()
+        .is_some_and(|kept| kept.will_wake(cx.waker()))
+    {
+        *registered = Some(cx.waker().clone());
+    }
+    let waker = registered.as_ref().expect("just kept");
+    let entry = std::pin::pin!(tokio::task::unconstrained(sleep));
+    // tokio registers the waker first, whatever the poll reports.
+    entry.poll(&mut Context::from_waker(waker)).is_ready()
 }

@@ -1,0 +1,305 @@
+//! A `Sleep` on a tokio entry of its own (after a reset earlier across ticks, or a
+//! reset of a completed `Sleep`), side by side with tokio's `Sleep`: polled and reset
+//! away from its runtime, fired before its task polls, completed and polled again by
+//! another task.
+
+mod common;
+
+use common::{ms, CountingWaker};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Waker};
+use tokio::time::Instant;
+
+fn paused() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+trait AnySleep: Future<Output = ()> {
+    fn reset_to(self: Pin<&mut Self>, deadline: Instant);
+}
+impl AnySleep for lazy_deadline::Sleep {
+    fn reset_to(self: Pin<&mut Self>, deadline: Instant) {
+        self.reset(deadline);
+    }
+}
+impl AnySleep for tokio::time::Sleep {
+    fn reset_to(self: Pin<&mut Self>, deadline: Instant) {
+        self.reset(deadline);
+    }
+}
+
+/// Made and moved earlier at home (ours: an entry of its own), then polled away from
+/// its runtime (a plain thread): fired while its task has not polled, then reset
+/// later there and polled. The wakes its waker gets: after the fire, and at the new
+/// deadline.
+fn away_reset_after_fire<S: AnySleep + 'static>(
+    make: impl FnOnce(Instant) -> S + Send + 'static,
+) -> Vec<usize> {
+    let rt = paused();
+    let (start, mut sleep) = rt.block_on(async move {
+        let start = Instant::now();
+        let mut sleep = Box::pin(make(start + ms(500)));
+        assert!(sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending());
+        sleep.as_mut().reset_to(start + ms(100));
+        (start, sleep)
+    });
+    let (count, waker) = CountingWaker::new();
+    assert!(sleep
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    rt.block_on(tokio::time::advance(ms(100)));
+    let mut seen = vec![count.wakes()];
+    sleep.as_mut().reset_to(start + ms(200)); // later, away: takes effect now
+    assert!(sleep
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    rt.block_on(tokio::time::advance(ms(100)));
+    seen.push(count.wakes());
+    seen
+}
+
+#[test]
+fn a_sleep_on_its_own_entry_fired_then_reset_later_away_is_woken_at_the_new_deadline() {
+    let tokio = away_reset_after_fire(tokio::time::sleep_until);
+    let ours = away_reset_after_fire(lazy_deadline::sleep_until);
+    assert_eq!(tokio, [1, 2], "tokio's own behaviour changed");
+    assert_eq!(ours, tokio);
+}
+
+mod away {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc, Mutex};
+    use std::task::{Poll, Wake};
+    use std::time::Duration;
+    const FIRST: Duration = Duration::from_millis(100);
+    const FINAL: Duration = Duration::from_millis(150);
+
+    /// Wakes the test's thread and records the clock (the home runtime's, as the
+    /// home driver's thread runs the wake) at the first wake.
+    struct Flag {
+        woken: AtomicBool,
+        start: Instant,
+        first_wake: Mutex<Option<Duration>>,
+        thread: std::thread::Thread,
+    }
+
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            let mut first = self.first_wake.lock().unwrap();
+            if first.is_none() {
+                *first = Some(Instant::now() - self.start);
+            }
+            self.woken.store(true, Ordering::SeqCst);
+            self.thread.unpark();
+        }
+    }
+
+    /// What a plain thread does with the timer under test.
+    trait Probe: Send + 'static {
+        fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()>;
+        /// Moves the deadline from `start + FIRST` to `start + FINAL` the type's own way.
+        fn move_later(&mut self, start: Instant);
+    }
+
+    /// Creates the timer on a paused runtime, polls it from a plain thread (armed at
+    /// `FIRST`), moves it later, polls again, then lets the home runtime run with a
+    /// sentinel 10 s out. Returns whether the poll after the first wake found it ready,
+    /// and the home clock's reading (from `start`) at that wake.
+    fn first_wake<P: Probe>(make: impl FnOnce(Instant) -> P) -> (bool, Duration) {
+        let home = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let (start, mut probe) = {
+            let _inside = home.enter();
+            let start = Instant::now();
+            (start, make(start))
+        };
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let (result_tx, result_rx) = mpsc::channel();
+        let poller = std::thread::spawn(move || {
+            let flag = Arc::new(Flag {
+                woken: AtomicBool::new(false),
+                start,
+                first_wake: Mutex::new(None),
+                thread: std::thread::current(),
+            });
+            let waker = Waker::from(flag.clone());
+            let mut cx = Context::from_waker(&waker);
+            assert!(probe.poll(&mut cx).is_pending());
+            probe.move_later(start);
+            assert!(probe.poll(&mut cx).is_pending());
+            result_tx.send(()).unwrap(); // now let the home runtime run
+            while !flag.woken.load(Ordering::SeqCst) {
+                std::thread::park();
+            }
+            let ready = probe.poll(&mut cx).is_ready();
+            let at = flag.first_wake.lock().unwrap().expect("woken");
+            let _ = done_tx.send(());
+            (ready, at)
+        });
+        result_rx.recv().unwrap();
+        home.block_on(async {
+            tokio::select! {
+                _ = done_rx => {}
+                () = tokio::time::sleep(Duration::from_secs(10)) => {}
+            }
+        });
+        poller.join().unwrap()
+    }
+
+    fn assert_like_tokio((ready, at): (bool, Duration)) {
+        assert_eq!(
+            at, FINAL,
+            "first woken at {at:?} of the home clock (tokio: at {FINAL:?})"
+        );
+        assert!(ready, "not ready at the first wake, at {at:?}");
+    }
+
+    /// A `Sleep` on an entry of its own (moved earlier across ticks at home), then
+    /// moved later from a plain thread.
+    struct OwnEntrySleep(Pin<Box<lazy_deadline::Sleep>>);
+    impl Probe for OwnEntrySleep {
+        fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+            self.0.as_mut().poll(cx)
+        }
+        fn move_later(&mut self, start: Instant) {
+            self.0.as_mut().reset(start + FINAL);
+        }
+    }
+
+    #[test]
+    fn a_sleep_on_its_own_entry_reset_later_away_from_home_is_not_later_than_tokio() {
+        assert_like_tokio(first_wake(|start| {
+            let mut sleep = Box::pin(lazy_deadline::sleep_until(start + Duration::from_secs(5)));
+            assert!(sleep
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending());
+            sleep.as_mut().reset(start + FIRST); // at home: an entry of its own
+            assert!(format!("{sleep:?}").contains("own_entry: true"));
+            OwnEntrySleep(sleep)
+        }));
+    }
+}
+
+/// Completed at home, then polled and reset from a plain thread (away from its
+/// runtime, no runtime context): into the past, then later, never polled between.
+/// The wakes of its last waker after each (tokio's re-registers its entry with it).
+fn completed_then_reset_away<S: AnySleep + 'static>(
+    make: impl FnOnce(Instant) -> S + Send + 'static,
+) -> Vec<usize> {
+    let rt = paused();
+    let (start, mut sleep) = rt.block_on(async move {
+        let start = Instant::now();
+        let mut sleep = Box::pin(make(start + ms(5)));
+        sleep.as_mut().await;
+        (start, sleep)
+    });
+    let (count, waker) = CountingWaker::new();
+    assert!(sleep
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_ready());
+    sleep.as_mut().reset_to(start + ms(1)); // the past
+    let mut seen = vec![count.wakes()];
+    assert!(sleep
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_ready());
+    sleep.as_mut().reset_to(start + ms(20)); // later, not polled
+    rt.block_on(tokio::time::advance(ms(15)));
+    seen.push(count.wakes());
+    seen
+}
+
+#[test]
+fn a_completed_sleep_reset_away_from_home_wakes_its_last_waker_as_tokios_does() {
+    let tokio = completed_then_reset_away(tokio::time::sleep_until);
+    let ours = completed_then_reset_away(lazy_deadline::sleep_until);
+    assert_eq!(tokio, [1, 2], "tokio's own behaviour changed");
+    assert_eq!(ours, tokio);
+}
+
+/// A completed `Sleep` on an entry of its own, polled again (`Ready`) by another
+/// task, then reset later and not polled: tokio's entry wakes the task that polled
+/// it last.
+async fn completed_repolled_by_another_task<S: AnySleep>(mut sleep: Pin<&mut S>) -> (usize, usize) {
+    let (a, waker_a) = CountingWaker::new();
+    let (b, waker_b) = CountingWaker::new();
+    while sleep
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker_a))
+        .is_pending()
+    {
+        tokio::time::sleep(ms(1)).await;
+    }
+    assert!(sleep
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker_b))
+        .is_ready());
+    sleep.as_mut().reset_to(Instant::now() + ms(10));
+    tokio::time::advance(ms(10)).await;
+    (a.wakes(), b.wakes())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_completed_sleep_polled_by_another_task_wakes_that_task_after_a_reset() {
+    let start = Instant::now();
+    let theirs = tokio::time::sleep_until(start + ms(100));
+    tokio::pin!(theirs);
+    theirs.as_mut().reset(start + ms(3));
+    let tokio = completed_repolled_by_another_task(theirs).await;
+
+    let start = Instant::now();
+    let ours = lazy_deadline::sleep_until(start + ms(100));
+    tokio::pin!(ours);
+    assert!(ours
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_pending());
+    ours.as_mut().reset(start + ms(3)); // an entry of its own
+    let ours = completed_repolled_by_another_task(ours).await;
+    assert_eq!(tokio.1, 1, "tokio's own behaviour changed: {tokio:?}");
+    assert_eq!(ours.1, tokio.1, "ours {ours:?}, tokio's {tokio:?}");
+}
+
+/// On an entry of its own, polled twice while pending by the same task (the second
+/// poll answered without calling into tokio), then fired: woken once, and its next
+/// poll is `Ready`, as tokio's.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_on_its_own_entry_polled_while_pending_then_fired_is_ready() {
+    let start = Instant::now();
+    let sleep = lazy_deadline::sleep_until(start + ms(500));
+    tokio::pin!(sleep);
+    assert!(sleep
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_pending());
+    sleep.as_mut().reset(start + ms(100)); // an entry of its own
+    let (count, waker) = CountingWaker::new();
+    let mut cx = Context::from_waker(&waker);
+    assert!(sleep.as_mut().poll(&mut cx).is_pending());
+    assert!(sleep.as_mut().poll(&mut cx).is_pending());
+    tokio::time::advance(ms(100)).await;
+    assert_eq!(count.wakes(), 1);
+    assert!(
+        sleep.as_mut().poll(&mut cx).is_ready(),
+        "the fire was not seen"
+    );
+}
