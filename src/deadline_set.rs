@@ -33,7 +33,7 @@ use crate::runtime_life::RuntimeLife;
 use crate::time_base::{from_nanos, now_nanos};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Wake, Waker};
 use tokio::runtime::Id;
@@ -48,6 +48,9 @@ pub(crate) struct DeadlineSet {
     /// The entry's `grid`, readable without the lock (`NO_GRID`: unknown), for a
     /// timer that decides whether a move stays within its filing's tick.
     grid: AtomicU64,
+    /// The entry's `keeps_waker`, readable without the lock, for a timer that leaves
+    /// the set for an entry of its own on the same driver.
+    keeps_waker: AtomicBool,
 }
 
 /// `DeadlineSet::grid` when the set does not know its runtime's ticks.
@@ -217,7 +220,15 @@ impl DeadlineSet {
         Self {
             shared: SharedSet::new(TokioEntry::unbound()),
             grid: AtomicU64::new(NO_GRID),
+            keeps_waker: AtomicBool::new(false),
         }
+    }
+
+    /// Whether its runtime's driver keeps an entry's waker across a reset (learnt at
+    /// binding). Lock-free, as [`tick_end`](Self::tick_end).
+    pub fn keeps_waker(&self) -> bool {
+        // Relaxed: see `tick_end`.
+        self.keeps_waker.load(Ordering::Relaxed)
     }
 
     /// The end of the driver tick that holds `at`, if the set knows its runtime's
@@ -291,6 +302,7 @@ impl DeadlineSet {
             // Relaxed: see `tick_end`.
             set.grid
                 .store(entry.grid.unwrap_or(NO_GRID), Ordering::Relaxed);
+            set.keeps_waker.store(entry.keeps_waker, Ordering::Relaxed);
             entry.waker = Some(Waker::from(Arc::new(SetWaker { set, generation })));
             let unbound = std::mem::replace(&mut locked.extra, entry);
             (

@@ -96,6 +96,13 @@ impl Request {
         self.bound.set?.tick_end(at)
     }
 
+    /// Whether the set's runtime's driver keeps an entry's waker across a reset
+    /// (see `DeadlineSet::keeps_waker`; `false` without a set).
+    #[inline]
+    pub fn keeps_waker(&self) -> bool {
+        self.bound.set.is_some_and(|set| set.keeps_waker())
+    }
+
     /// Files `deadline` for the task of `waker` (not filed yet): in an owner slot on
     /// the set's own thread, else in a remote slot. A deadline earlier than the set's
     /// entry moves it, through a service that also expires what has passed, this one

@@ -127,7 +127,15 @@ pub(super) fn reset_completed(
     if !request.is_void() && at_home(request) {
         request.give_back();
         // The entry keeps it from now on.
-        leave(own, deadline, at, filed_at, counts, last_waker.take());
+        leave(
+            request,
+            own,
+            deadline,
+            at,
+            filed_at,
+            counts,
+            last_waker.take(),
+        );
         return;
     }
     match request.refile(at, Some(waker)) {
@@ -156,7 +164,7 @@ pub(super) fn move_now(
 ) {
     if at < *filed_at && !request.is_void() && at_home(request) {
         let waker = request.withdraw();
-        leave(own, deadline, at, filed_at, counts, waker);
+        leave(request, own, deadline, at, filed_at, counts, waker);
         return;
     }
     match request.refile(at, None) {
@@ -172,6 +180,7 @@ pub(super) fn move_now(
 /// Leaves the set (the filing given back already) for an entry of its own armed at
 /// `deadline`, registered with `waker` if there is one.
 fn leave(
+    request: &Request,
     own: &mut Option<Pin<Box<OwnEntry>>>,
     deadline: Instant,
     at: u64,
@@ -179,7 +188,7 @@ fn leave(
     counts: &mut Counts,
     waker: Option<Waker>,
 ) {
-    *own = Some(OwnEntry::armed(deadline, waker));
+    *own = Some(OwnEntry::armed(deadline, waker, request.keeps_waker()));
     *filed_at = at;
     counts.registered();
 }

@@ -10,22 +10,24 @@
 //! wakes the waker of the last poll at the new deadline, as tokio's does. Everything
 //! is judged on `Instant`s: nothing here converts to the time base.
 //!
-//! A pending poll by the task whose waker the entry holds, of an entry that has not
-//! fired, is answered without calling into tokio: the entry wakes that waker when it
-//! fires. Which waker that is: `registered`, the clone this entry was polled with
-//! (kept here, so that its identity stays its own: a dropped waker's address reused
-//! by another task's never passes for it). It is forgotten whenever the entry may
-//! have lost it: it fired (tokio takes the waker to wake it), or tokio's reset ran
-//! (the driver may have fired the entry on another thread just before it, and a reset
-//! re-registers an entry without restoring the waker; tokio's per-worker timer makes
-//! a new entry, with none). The poll after that registers again.
+//! tokio's entry is polled with the waker of an [`EntrySignal`] (as the crate's
+//! other timers poll theirs: `crate::entry`), whose slot holds the task's waker: the
+//! entry's fire raises the signal's flag and wakes the task. So the entry keeps the
+//! same waker across polls and resets (tokio's default driver keeps it across a
+//! reset), and a pending poll by the same task is the signal's memo compare and a
+//! read of its flag, with no call into tokio, also right after a reset: a fire just
+//! before a reset (which took the signal's waker out of the entry) has raised the
+//! flag, and the next poll registers again. On tokio's per-worker timer a reset makes
+//! a new entry, with no waker: the poll after a reset registers there.
 
 use super::Counts;
+use crate::core::signal::EntrySignal;
 use crate::core::MAX_ROUNDS;
+use crate::sync::{entry_waker, Arc, WakerMemo};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use tokio::time::Instant;
 
 pin_project! {
@@ -37,8 +39,16 @@ pin_project! {
         target: Instant,
         // Where the entry is armed.
         armed: Instant,
-        // The waker the entry holds a clone of, while it surely does.
-        registered: Option<Waker>,
+        // What the entry wakes (see the module docs), its waker, and which task
+        // waker its slot holds.
+        signal: Arc<EntrySignal>,
+        signal_waker: Waker,
+        memo: WakerMemo,
+        // The entry holds the signal's waker (polled since it was made, and no reset
+        // since made a new one); a fire since is the signal's flag.
+        registered: bool,
+        // Whether tokio's reset keeps the entry's waker (its default driver).
+        keeps_waker: bool,
         // The entry of a `Sleep` whose runtime shut down: a plain `tokio::time::Sleep`
         // from then on (every reset and poll is tokio's own).
         fallback: bool,
@@ -49,22 +59,16 @@ impl OwnEntry {
     /// An entry armed at `deadline`, made in the current runtime (the `Sleep`'s: the
     /// caller checked), registered with `waker` if there is one (as tokio's reset
     /// keeps the entry's waker, so the task is woken at the new deadline without
-    /// polling again; at once if it has passed).
-    pub fn armed(deadline: Instant, waker: Option<Waker>) -> Pin<Box<Self>> {
-        let mut entry = Box::pin(Self {
-            sleep: tokio::time::sleep_until(deadline),
-            target: deadline,
-            armed: deadline,
-            registered: None,
-            fallback: false,
-        });
+    /// polling again; at once if it has passed). `keeps_waker`: see the field.
+    pub fn armed(deadline: Instant, waker: Option<Waker>, keeps_waker: bool) -> Pin<Box<Self>> {
+        let mut entry = Self::new(deadline, keeps_waker, false);
         if let Some(waker) = waker {
             let me = entry.as_mut().project();
-            let polled = std::pin::pin!(tokio::task::unconstrained(me.sleep));
-            match polled.poll(&mut Context::from_waker(&waker)) {
-                Poll::Pending => *me.registered = Some(waker),
-                Poll::Ready(()) => waker.wake(),
+            me.signal.register(&waker, me.memo);
+            if poll_entry(me.signal, me.signal_waker, me.sleep) {
+                waker.wake(); // passed already: tokio wakes inside the reset
             }
+            *me.registered = true;
         }
         entry
     }
@@ -72,12 +76,21 @@ impl OwnEntry {
     /// The entry of a `Sleep` whose runtime shut down, polled from inside that
     /// runtime (see `Sleep`'s `# Shutdown`).
     pub fn fallback(deadline: Instant) -> Pin<Box<Self>> {
+        Self::new(deadline, false, true)
+    }
+
+    fn new(deadline: Instant, keeps_waker: bool, fallback: bool) -> Pin<Box<Self>> {
+        let signal = Arc::new(EntrySignal::new());
         Box::pin(Self {
             sleep: tokio::time::sleep_until(deadline),
             target: deadline,
             armed: deadline,
-            registered: None,
-            fallback: true,
+            signal_waker: entry_waker(&signal),
+            signal,
+            memo: WakerMemo::default(),
+            registered: false,
+            keeps_waker,
+            fallback,
         })
     }
 
@@ -97,29 +110,27 @@ impl OwnEntry {
             let entry = std::pin::pin!(tokio::task::unconstrained(me.sleep));
             return entry.poll(cx).is_ready();
         }
-        if me
-            .registered
-            .as_ref()
-            .is_some_and(|kept| kept.will_wake(cx.waker()))
-            && !me.sleep.is_elapsed()
-        {
-            // The entry holds this waker and has not fired: it wakes it when it
-            // does. (If it fires meanwhile, on the driver's thread, it has already
-            // taken this waker to wake it: the task polls again.)
+        // The task's waker into the signal's slot first (a lock only when it
+        // changed), then the flag: a fire after this wakes that waker.
+        me.signal.register(cx.waker(), me.memo);
+        if *me.registered && !me.signal.entry_has_fired() && !me.sleep.is_elapsed() {
+            // The entry holds the signal's waker and has not fired (neither by the
+            // flag nor by tokio's state, which also covers a fire this poll did not
+            // see through the flag: one an earlier poll reported): its fire raises
+            // the flag and wakes the task.
             return false;
         }
         for _ in 0..MAX_ROUNDS {
-            if !poll_entry(me.registered, me.sleep.as_mut(), cx) {
+            let fired = poll_entry(me.signal, me.signal_waker, me.sleep.as_mut());
+            *me.registered = true;
+            if !fired {
                 return false;
             }
             counts.fired();
             if *me.target <= *me.armed {
                 return true;
             }
-            // The deadline moved later since the entry was armed: re-arm there. The
-            // entry holds the waker just registered (it has fired: the driver does not
-            // fire it again before this reset puts it back), but the per-worker timer
-            // makes a new entry on reset: the next round polls it.
+            // The deadline moved later since the entry was armed: re-arm there.
             me.sleep.as_mut().reset(*me.target);
             *me.armed = *me.target;
             counts.registered();
@@ -129,10 +140,15 @@ impl OwnEntry {
     }
 
     /// A `Sleep` that completed is polled again: as tokio's `Ready` poll, the entry
-    /// keeps this waker (a reset then wakes it).
+    /// wakes this task at a reset's new deadline (the signal's slot holds its waker).
     pub fn keep_waker(self: Pin<&mut Self>, cx: &mut Context<'_>) {
         let me = self.project();
-        let _ = poll_entry(me.registered, me.sleep, cx);
+        if *me.fallback {
+            let entry = std::pin::pin!(tokio::task::unconstrained(me.sleep));
+            let _ = entry.poll(cx);
+            return;
+        }
+        me.signal.register(cx.waker(), me.memo);
     }
 
     /// The deadline moves to `deadline` with nothing registered (see
@@ -167,30 +183,28 @@ impl OwnEntry {
         if !completed && deadline >= *me.armed && (deadline == *me.armed || !away()) {
             return; // the entry fires at `armed`, and its poll re-arms at the target
         }
-        // See the module docs: the next poll registers again.
-        *me.registered = None;
         me.sleep.reset(deadline);
         *me.armed = deadline;
         counts.registered();
+        // tokio's default driver keeps the signal's waker across the reset (see the
+        // module docs); its per-worker timer made a new entry, with none.
+        *me.registered &= *me.keeps_waker;
     }
 }
 
-/// Polls tokio's entry `sleep` (outside the task's budget: the caller spends it on
-/// `Ready`) with the kept clone of `cx`'s waker (`registered`), which the entry then
-/// holds. Whether it fired.
+/// Polls tokio's entry `sleep` with the signal's waker (outside the task's budget:
+/// the caller spends it on `Ready`), the signal's flag lowered first (a fire after
+/// this raises it again). Whether it fired.
 fn poll_entry(
-    registered: &mut Option<Waker>,
+    signal: &EntrySignal,
+    signal_waker: &Waker,
     sleep: Pin<&mut tokio::time::Sleep>,
-    cx: &Context<'_>,
 ) -> bool {
-    if !registered
-        .as_ref()
-        .is_some_and(|kept| kept.will_wake(cx.waker()))
-    {
-        *registered = Some(cx.waker().clone());
-    }
-    let waker = registered.as_ref().expect("just kept");
+    signal.clear_entry_fired();
     let entry = std::pin::pin!(tokio::task::unconstrained(sleep));
-    // tokio registers the waker first, whatever the poll reports.
-    entry.poll(&mut Context::from_waker(waker)).is_ready()
+    // tokio registers the waker first, whatever the poll reports; it is the same
+    // waker every time, so tokio clones nothing.
+    entry
+        .poll(&mut Context::from_waker(signal_waker))
+        .is_ready()
 }
