@@ -173,3 +173,26 @@ fn the_per_worker_timer_makes_a_new_entry_without_a_waker_on_reset() {
         .unwrap();
     });
 }
+
+/// A `Sleep` on an entry of its own (it left its deadline set at its first earlier
+/// reset across ticks) moved earlier again: the per-worker timer's reset makes a new
+/// entry, which the poll after it must register with.
+#[test]
+fn sleep_on_its_own_entry_moved_earlier_twice_resolves_at_the_last_deadline() {
+    alt_runtime().block_on(async {
+        let start = Instant::now();
+        let mut sleep = Box::pin(lazy_deadline::sleep(Duration::from_secs(3600)));
+        assert!(poll_once(sleep.as_mut()).is_pending());
+        sleep.as_mut().reset(start + Duration::from_secs(60)); // an entry of its own
+        assert!(poll_once(sleep.as_mut()).is_pending());
+        sleep.as_mut().reset(start + SHORT); // tokio's reset of that entry
+                                             // Awaited in a task of its own, so that only the sleep's wake completes it
+                                             // (a guard around the sleep itself would poll it when the guard fires).
+        let waiter = tokio::spawn(sleep);
+        timeout(HANG, waiter)
+            .await
+            .expect("moved earlier twice: never woken")
+            .unwrap();
+        assert!(Instant::now() >= start + SHORT);
+    });
+}

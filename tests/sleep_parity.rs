@@ -374,3 +374,19 @@ async fn a_sleep_reset_after_its_fire_and_before_its_poll_is_woken_at_the_new_de
     assert_eq!(tokio, [1, 2], "tokio's own behaviour changed");
     assert_eq!(ours, tokio);
 }
+
+/// Moved into the past across ticks (ours: an entry of its own, which fires at once
+/// as it is made): the next poll is `Ready`, as tokio's.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_reset_into_the_past_across_ticks_is_ready_at_its_next_poll() {
+    let start = Instant::now();
+    let s = sleep(ms(10));
+    tokio::pin!(s);
+    assert!(poll_once(s.as_mut()).is_pending());
+    time::advance(ms(5)).await;
+    s.as_mut().reset(start + ms(2));
+    assert!(
+        poll_once(s.as_mut()).is_ready(),
+        "moved into the past, not ready"
+    );
+}
