@@ -9,7 +9,7 @@ use crate::core::keyed::{At, KeyedCore, Popped, Timing};
 use crate::core::signal::EntrySignal;
 use crate::core::MAX_ROUNDS;
 use crate::entry::RuntimeEntry;
-use crate::runtime_life::RuntimeLife;
+use crate::request_sets::RuntimeLife;
 use crate::stats::Stats;
 use crate::sync::Arc;
 use crate::time_base::{duration_to_nanos, from_nanos, now_nanos, to_nanos, TICK_NANOS};

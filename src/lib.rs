@@ -277,7 +277,6 @@ pub mod core;
 #[cfg(not(lazy_deadline_loom))]
 mod core;
 
-mod deadline_set;
 mod delay_map;
 pub mod delay_queue;
 mod entry;
@@ -294,8 +293,8 @@ mod memory;
 #[cfg(feature = "quinn")]
 #[cfg_attr(docsrs, doc(cfg(feature = "quinn")))]
 pub mod quinn;
+mod request_sets;
 mod runtime_hooks;
-mod runtime_life;
 mod sleep;
 mod slot_timer;
 mod stats;
@@ -303,7 +302,6 @@ mod stats;
 pub mod sync;
 #[cfg(not(lazy_deadline_loom))]
 mod sync;
-mod thread_sets;
 pub mod time;
 mod time_base;
 mod timeout;

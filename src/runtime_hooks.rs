@@ -55,5 +55,5 @@
 /// ```
 #[track_caller]
 pub fn on_thread_start() {
-    crate::thread_sets::pin_to_current();
+    crate::request_sets::pin_to_current();
 }

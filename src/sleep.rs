@@ -9,7 +9,7 @@ mod in_set;
 mod own_entry;
 
 use crate::core::NEVER;
-use crate::deadline_set::Request;
+use crate::request_sets::Request;
 use crate::stats::Stats;
 use crate::time_base::{to_nanos, FAR_FUTURE};
 use own_entry::OwnEntry;

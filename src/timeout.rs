@@ -1,8 +1,8 @@
 //! `timeout`, `timeout_at`, `Timeout`: drop-ins for tokio's per-request deadlines
-//! that register no runtime timer entry of their own (see `crate::deadline_set`).
+//! that register no runtime timer entry of their own (see `crate::request_sets`).
 
-use crate::deadline_set::{Filing, Request};
 use crate::error::Elapsed;
+use crate::request_sets::{Filing, Request};
 use crate::time_base::to_nanos;
 use pin_project_lite::pin_project;
 use std::fmt;

@@ -1,10 +1,10 @@
 //! A `Sleep` whose deadline is filed in its thread's deadline set (see
-//! `crate::deadline_set`): its polls, and the resets that the set serves itself or
+//! `crate::request_sets`): its polls, and the resets that the set serves itself or
 //! that move it to an entry of its own (`own_entry`).
 
 use super::own_entry::OwnEntry;
 use super::Counts;
-use crate::deadline_set::{Filing, Request};
+use crate::request_sets::{Filing, Request};
 use crate::time_base::to_nanos;
 use std::pin::Pin;
 use std::task::{Context, Waker};

@@ -8,11 +8,11 @@
 //! the set and its generation once (the futures that hold it stay small: a `select!`
 //! moves them).
 
-use super::{rearm, Bound};
+use super::deadline_set::{rearm, Bound};
+use super::thread_sets;
 use crate::core::deadline_set::Filed;
 use crate::core::shared_set::FileOutcome;
 use crate::sync::WakerMemo;
-use crate::thread_sets;
 use std::task::Waker;
 use tokio::runtime::Id;
 

@@ -11,7 +11,7 @@
 //! tokio has no public "has this runtime shut down?". It does drop every task when a
 //! runtime shuts down, before it shuts its timer driver down, so each runtime gets
 //! one sentinel task of ours that only waits; its drop marks the runtime gone and
-//! closes the runtime's deadline sets (`crate::deadline_set`): their waiting requests
+//! closes the runtime's deadline sets (`deadline_set`): their waiting requests
 //! are woken, and their entries, which hold the runtime's handle (its driver and
 //! file descriptors), are dropped. The sentinel is spawned once per runtime, found
 //! through a process-wide registry that a thread consults only when its own
@@ -25,7 +25,8 @@
 //!
 //! The sentinel is visible as one idle task in the runtime's metrics.
 
-use crate::deadline_set::DeadlineSet;
+use super::deadline_set::DeadlineSet;
+use crate::core::deadline_set::OwnerView;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,7 +98,7 @@ impl RuntimeLife {
 
     /// Records `set` as bound to the runtime, to be closed when it goes. `false`
     /// (nothing recorded) if it has gone already: the caller closes the set.
-    pub fn add_set(&self, set: BoundSet) -> bool {
+    fn add_set(&self, set: BoundSet) -> bool {
         let mut sets = self.record.lock_sets();
         // Under the record's lock, which the sentinel takes to mark the runtime gone:
         // either the set is in the list it closes, or this sees the mark.
@@ -126,9 +127,45 @@ impl RuntimeLife {
         }
     }
 
+    /// A set from the pool bound to this runtime (`runtime`, its id) and recorded
+    /// here, held by the calling thread (`thread`: with its owner view) or by the
+    /// orphans. `None` if the runtime has gone (the set goes back).
+    ///
+    /// # Panics
+    ///
+    /// tokio's own, in a runtime without the time driver (at the caller).
+    #[track_caller]
+    pub fn bind_set(&self, runtime: Id, thread: bool) -> Option<(BoundSet, Option<OwnerView>)> {
+        let (set, generation, view) = DeadlineSet::bind(runtime, thread);
+        self.record_binding((set, generation), thread)
+            .then_some(((set, generation), view))
+    }
+
+    /// Records a new binding of `set` to this runtime, as an orphan unless a
+    /// `thread` holds it. `false` if the runtime went meanwhile: the set is
+    /// abandoned (nobody will hold the binding).
+    pub(super) fn record_binding(&self, (set, generation): BoundSet, thread: bool) -> bool {
+        if !self.add_set((set, generation)) {
+            set.abandon(generation);
+            return false;
+        }
+        if !thread {
+            self.add_orphan((set, generation));
+        }
+        true
+    }
+
+    /// The thread that owned `set` lets go of it: the runtime's next thread that
+    /// needs a set adopts it while the runtime lives; else it goes back to the pool.
+    pub fn release_owned(&self, (set, generation): BoundSet, view: OwnerView) {
+        if set.release_owner(generation, view) {
+            self.add_orphan((set, generation));
+        }
+    }
+
     /// Leaves `set` to the next thread of the runtime that needs one (its thread
     /// exited, or could not own it).
-    pub fn add_orphan(&self, set: BoundSet) {
+    fn add_orphan(&self, set: BoundSet) {
         let mut sets = self.record.lock_sets();
         if !self.is_gone() {
             sets.orphans.push(set);

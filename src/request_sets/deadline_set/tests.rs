@@ -2,7 +2,8 @@
 //! see: the sets themselves).
 
 use super::*;
-use crate::thread_sets;
+// The whole room's lifecycle, driven through its upper layers.
+use crate::request_sets::{runtime_life::RuntimeLife, thread_sets, Filing, Request};
 use crate::time_base::TICK_NANOS;
 use std::task::Poll;
 use std::time::Duration;
@@ -26,7 +27,7 @@ fn a_set_that_held_a_burst_of_requests_keeps_little_once_they_are_answered() {
     on_a_thread_of_its_own(|| {
         let rt = paused();
         rt.block_on(async {
-            let bound = Bound::current();
+            let bound = thread_sets::current();
             let set = bound.set().expect("a set");
             let mut cx = Context::from_waker(Waker::noop());
             let mut pending: Vec<_> = (0..200_000)
@@ -57,7 +58,7 @@ fn a_gone_runtimes_set_leaves_the_thread_at_its_next_miss_and_is_reused() {
     on_a_thread_of_its_own(|| {
         let first = paused();
         let (set, generation) = first.block_on(async {
-            let bound = Bound::current();
+            let bound = thread_sets::current();
             crate::sleep(Duration::from_millis(1)).await;
             (bound.set().unwrap(), bound.generation)
         });
@@ -66,7 +67,7 @@ fn a_gone_runtimes_set_leaves_the_thread_at_its_next_miss_and_is_reused() {
         assert!(!set.is_open(generation), "closed when its runtime went");
         let second = paused();
         second.block_on(async {
-            let bound = Bound::current();
+            let bound = thread_sets::current();
             assert_eq!(thread_sets::owned_here(), 1, "the gone set left the list");
             crate::sleep(Duration::from_millis(1)).await;
             assert!(bound.set().unwrap().is_open(bound.generation));
@@ -80,7 +81,7 @@ fn a_set_holds_nothing_of_its_runtime_once_the_runtime_is_gone() {
     on_a_thread_of_its_own(|| {
         let rt = paused();
         let set = rt.block_on(async {
-            let bound = Bound::current();
+            let bound = thread_sets::current();
             // A fired entry (the set's own, polled after it fired) and a pending one.
             crate::sleep(Duration::from_millis(1)).await;
             let _pending = Box::pin(crate::sleep(Duration::from_secs(9)));
@@ -101,7 +102,7 @@ fn a_set_holds_nothing_of_its_runtime_once_the_runtime_is_gone() {
 fn deadlines_that_share_a_tick_expire_in_one_service_with_one_or_two_rearms() {
     on_a_thread_of_its_own(|| {
         paused().block_on(async {
-            let bound = Bound::current();
+            let bound = thread_sets::current();
             let set = bound.set().unwrap();
             let start = tokio::time::Instant::now();
             let mut cx = Context::from_waker(Waker::noop());
@@ -143,18 +144,17 @@ fn a_set_of_a_gone_runtime_is_never_taken_for_a_runtime_with_its_id() {
     on_a_thread_of_its_own(|| {
         let gone = paused();
         let (old_set, old_generation) = gone.block_on(async {
-            let bound = Bound::current();
+            let bound = thread_sets::current();
             (bound.set().unwrap(), bound.generation)
         });
-        let gone_life = gone.block_on(async {
-            crate::runtime_life::RuntimeLife::of(&tokio::runtime::Handle::current())
-        });
+        let gone_life =
+            gone.block_on(async { RuntimeLife::of(&tokio::runtime::Handle::current()) });
         drop(gone);
         let live = paused();
         live.block_on(async {
             let id = tokio::runtime::Handle::current().id();
             thread_sets::stand_in(old_set, old_generation, id, gone_life);
-            let bound = Bound::current();
+            let bound = thread_sets::current();
             assert!(
                 !std::ptr::eq(bound.set().unwrap(), old_set) || bound.generation != old_generation,
                 "the gone runtime's set was taken"
@@ -168,7 +168,7 @@ fn a_set_of_a_gone_runtime_is_never_taken_for_a_runtime_with_its_id() {
 fn a_set_goes_back_to_the_pool_once_however_often_it_is_let_go() {
     let (set, generation) = on_a_thread_of_its_own(|| {
         let rt = paused();
-        let bound = rt.block_on(async { Bound::current() });
+        let bound = rt.block_on(async { thread_sets::current() });
         drop(rt); // closed; this thread still holds it until it exits
         (bound.set().unwrap(), bound.generation)
     });
@@ -196,7 +196,7 @@ fn the_set_learns_its_runtimes_driver_and_tick_boundaries() {
     on_a_thread_of_its_own(|| {
         paused().block_on(async {
             let start = crate::time_base::to_nanos(tokio::time::Instant::now());
-            let set = Bound::current().set().unwrap();
+            let set = thread_sets::current().set().unwrap();
             // A current-thread runtime always has tokio's default driver (whatever
             // the build's cfg): its reset keeps the entry's waker, and its grid is
             // learnt.
@@ -221,7 +221,7 @@ fn deadlines_filed_in_decreasing_order_within_a_tick_rearm_once() {
     // last, all within one tick. One re-arm, and all fire at that tick.
     on_a_thread_of_its_own(|| {
         paused().block_on(async {
-            let set = Bound::current().set().unwrap();
+            let set = thread_sets::current().set().unwrap();
             let start = tokio::time::Instant::now();
             let mut cx = Context::from_waker(Waker::noop());
             let before = set.entry_resets();
@@ -320,7 +320,7 @@ fn a_pinned_thread_whose_runtime_is_gone_binds_as_an_unpinned_one_and_lets_the_r
                 assert_eq!(start.elapsed(), Duration::from_millis(5));
                 let late = crate::timeout(Duration::from_millis(5), std::future::pending::<()>());
                 assert!(late.await.is_err());
-                let bound = Bound::current();
+                let bound = thread_sets::current();
                 assert_eq!(bound.runtime(), tokio::runtime::Handle::current().id());
             });
             assert!(
@@ -340,7 +340,7 @@ fn a_timer_of_a_gone_runtime_never_files_in_its_sets_next_binding() {
     on_a_thread_of_its_own(|| {
         let first = paused();
         let (old, mut stale) = first.block_on(async {
-            let bound = Bound::current();
+            let bound = thread_sets::current();
             let stale = Box::pin(crate::timeout(
                 Duration::from_secs(1),
                 std::future::pending::<()>(),
@@ -351,13 +351,13 @@ fn a_timer_of_a_gone_runtime_never_files_in_its_sets_next_binding() {
         let second = paused();
         second.block_on(async {
             // This thread's next miss lets the gone set go (back to the pool).
-            let bound = Bound::current();
+            let bound = thread_sets::current();
             if !bound.set().is_some_and(|set| std::ptr::eq(set, old)) {
                 // Another thread took it first: bind it here by hand.
                 POOL.lock()
                     .unwrap()
                     .retain(|pooled| !std::ptr::eq(*pooled, old));
-                let life = crate::runtime_life::RuntimeLife::of(&tokio::runtime::Handle::current());
+                let life = RuntimeLife::of(&tokio::runtime::Handle::current());
                 let mut sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
                 let (keeps_waker, grid) = probe_driver(&mut sleep);
                 let entry = TokioEntry {
@@ -365,11 +365,11 @@ fn a_timer_of_a_gone_runtime_never_files_in_its_sets_next_binding() {
                     keeps_waker,
                     grid,
                     runtime: Some(tokio::runtime::Handle::current().id()),
-                    life: Some(life.clone()),
                     holder: Holder::Orphans,
                     ..TokioEntry::unbound()
                 };
-                old.bind_as(entry, &life, false).expect("bound");
+                let (_, generation, _) = old.bind_as(entry, false);
+                assert!(life.record_binding((old, generation), false), "bound");
             }
             assert!(old.shared.is_open(old.shared.generation()), "rebound, open");
             let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -394,7 +394,7 @@ fn a_timer_of_a_gone_runtime_never_files_in_its_sets_next_binding() {
 fn burst_answered(n: usize, poll_elsewhere: bool, answer_elsewhere: bool) -> [usize; 3] {
     on_a_thread_of_its_own(move || {
         paused().block_on(async move {
-            let bound = Bound::current();
+            let bound = thread_sets::current();
             let set = bound.set().unwrap();
             type Boxed = Pin<Box<crate::Timeout<std::future::Pending<()>>>>;
             let timeouts: Vec<Boxed> = (0..n)
@@ -467,7 +467,7 @@ fn a_remote_burst_that_expires_gives_its_memory_back() {
     // service that expires them gives back what they grew.
     on_a_thread_of_its_own(|| {
         paused().block_on(async {
-            let set = Bound::current().set().unwrap();
+            let set = thread_sets::current().set().unwrap();
             type Boxed = Pin<Box<crate::Timeout<std::future::Pending<()>>>>;
             let timeouts: Vec<Boxed> = (0..200_000)
                 .map(|_| {

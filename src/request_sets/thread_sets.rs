@@ -4,7 +4,7 @@
 //!
 //! A thread-local list, so that a thread's timers reach their set with no shared
 //! count touched. A miss (the thread's first timer in a runtime) goes through the
-//! runtime's record (`crate::runtime_life`): an orphan set of that runtime (its
+//! runtime's record (`runtime_life`): an orphan set of that runtime (its
 //! thread exited) is adopted, or a set comes from the pool. Sets of runtimes that
 //! have gone leave the list at the thread's next miss, and all of them when the
 //! thread exits.
@@ -13,9 +13,9 @@
 //! destructor, after this one's) still works: it uses an orphan set of its runtime,
 //! which no thread owns, through the lock.
 
+use super::deadline_set::{Bound, DeadlineSet};
+use super::runtime_life::RuntimeLife;
 use crate::core::deadline_set::OwnerView;
-use crate::deadline_set::{Bound, DeadlineSet};
-use crate::runtime_life::RuntimeLife;
 use std::cell::{Cell, RefCell};
 use tokio::runtime::Id;
 
@@ -62,6 +62,14 @@ struct Owned {
     view: OwnerView,
 }
 
+impl Owned {
+    /// The thread lets go of the set (see `RuntimeLife::release_owned`).
+    fn release(self) {
+        self.life
+            .release_owned((self.set, self.generation), self.view);
+    }
+}
+
 struct ThreadSets {
     owned: Vec<Owned>,
     /// The runtime that started this thread, if it said so ([`pin_to_current`]):
@@ -95,7 +103,7 @@ impl Drop for ThreadSets {
     /// runtimes, back to the pool once their filings are gone).
     fn drop(&mut self) {
         for owned in self.owned.drain(..) {
-            owned.set.release_owner(owned.generation, owned.view);
+            owned.release();
         }
     }
 }
@@ -309,8 +317,8 @@ fn miss(handle: &tokio::runtime::Handle) -> Bound {
         .find_map(|(set, generation)| Some((set, generation, set.adopt(generation)?)));
     let (set, generation, view) = match adopted {
         Some(adopted) => adopted,
-        None => match DeadlineSet::bind(&life, runtime, true) {
-            Some((set, generation, view)) => (set, generation, view.expect("a thread's")),
+        None => match life.bind_set(runtime, true) {
+            Some(((set, generation), view)) => (set, generation, view.expect("a thread's")),
             None => return Bound::new(None, 0, runtime), // the runtime went meanwhile
         },
     };
@@ -328,7 +336,7 @@ fn miss(handle: &tokio::runtime::Handle) -> Bound {
     });
     if let Some(owned) = owned {
         // Unreachable in practice (checked above); leave it to the runtime.
-        owned.set.release_owner(owned.generation, owned.view);
+        owned.release();
     }
     Bound::new(Some(set), generation, runtime)
 }
@@ -341,8 +349,8 @@ fn unowned(life: &RuntimeLife, runtime: Id) -> Bound {
     if let Some((set, generation)) = life.orphan(false) {
         return Bound::new(Some(set), generation, runtime);
     }
-    match DeadlineSet::bind(life, runtime, false) {
-        Some((set, generation, _)) => Bound::new(Some(set), generation, runtime),
+    match life.bind_set(runtime, false) {
+        Some(((set, generation), _)) => Bound::new(Some(set), generation, runtime),
         None => Bound::new(None, 0, runtime),
     }
 }
@@ -366,7 +374,7 @@ fn prune() {
         .unwrap_or_default();
     // Outside the borrow: a release may drop wakers, whose drop may run any code.
     for owned in gone {
-        owned.set.release_owner(owned.generation, owned.view);
+        owned.release();
     }
 }
 

@@ -1,35 +1,20 @@
 //! `DeadlineSet`: the per-request deadlines of one thread for one runtime, behind one
-//! tokio timer entry. What [`Timeout`](crate::Timeout) and [`Sleep`](crate::Sleep)
-//! file their deadlines in, instead of registering a runtime timer entry each.
+//! tokio timer entry (the lifecycle rules are the module's: `request_sets`).
 //!
-//! Each thread owns one set per runtime it makes timers in (`crate::thread_sets`). A
-//! timer is *bound* to a set when it is made ([`Bound`]: the thread's set for the
-//! current runtime, whose clock judges it wherever it is polled) and files its
-//! deadline there at its first pending poll (`core::shared_set`: the lock and a lane
-//! append). Its later polls read the set's passed mark without the lock; answering it
-//! on the owner thread is a load and a store. The entry moves when it fires (or a
-//! deadline beats it), and that fire comes through the set's own waker from tokio's
-//! driver, whichever thread turns it (`core::service`): a busy or blocked worker does
-//! not delay its requests' deadlines.
-//!
-//! **Lifecycle.** Sets are never freed: a set whose runtime shut down and whose
-//! filings are all gone goes back to a process-wide pool, holding nothing of the
-//! runtime, and the next thread and runtime that need a set take it from there, under
-//! a new generation. So a timer reaches its set through a plain `&'static` reference,
-//! with no reference count to touch per request, and the memory kept is that of the
-//! most sets ever in use at once. The entry's waker holds the set by that reference
-//! and its generation, never by a count, so the entry (which keeps the last waker it
-//! was polled with) keeps nothing alive. When the runtime shuts down, its sentinel
-//! (`crate::runtime_life`) closes the set: its waiting requests are woken, and the
-//! entry, which holds the runtime's handle (driver, file descriptors), is dropped. A
-//! set whose thread exits while its runtime lives is left to the runtime's next thread
-//! that needs one.
+//! A timer files its deadline in its set at its first pending poll
+//! (`core::shared_set`: the lock and a lane append). Its later polls read the set's
+//! passed mark without the lock; answering it on the owner thread is a load and a
+//! store. The entry moves when it fires (or a deadline beats it), and that fire comes
+//! through the set's own waker from tokio's driver, whichever thread turns it
+//! (`core::service`): a busy or blocked worker does not delay its requests'
+//! deadlines. The entry's waker holds the set by its `&'static` reference and its
+//! generation, never by a count, so the entry (which keeps the last waker it was
+//! polled with) keeps nothing alive.
 
 use crate::core::deadline_set::OwnerView;
 use crate::core::grid::{find_boundary, tick_end};
 use crate::core::service::{wake_all, SetEntry};
 use crate::core::shared_set::{Locked, SharedSet};
-use crate::runtime_life::RuntimeLife;
 use crate::time_base::{from_nanos, now_nanos};
 use std::future::Future;
 use std::pin::Pin;
@@ -44,7 +29,8 @@ static POOL: Mutex<Vec<&'static DeadlineSet>> = Mutex::new(Vec::new());
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct DeadlineSet {
-    shared: SharedSet<TokioEntry>,
+    /// The set's state (a `Request` files, moves and answers through it).
+    pub(super) shared: SharedSet<TokioEntry>,
     /// The entry's `grid`, readable without the lock (`NO_GRID`: unknown), for a
     /// timer that decides whether a move stays within its filing's tick.
     grid: AtomicU64,
@@ -69,14 +55,13 @@ enum Holder {
 
 /// The set's runtime entry and binding, under the set's lock.
 #[derive(Debug)]
-struct TokioEntry {
+pub(super) struct TokioEntry {
     /// Made in the binding's runtime; `None` outside a binding and once closed.
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     /// The waker the entry is polled with (by reference and generation: see the
     /// module docs).
     waker: Option<Waker>,
     runtime: Option<Id>,
-    life: Option<RuntimeLife>,
     holder: Holder,
     /// A tick boundary of the runtime's timer driver (any one: they are a
     /// millisecond apart), learnt when the set was bound; `None` if it could not be.
@@ -114,7 +99,6 @@ impl TokioEntry {
             sleep: None,
             waker: None,
             runtime: None,
-            life: None,
             holder: Holder::Nobody,
             grid: None,
             keeps_waker: false,
@@ -248,19 +232,17 @@ impl DeadlineSet {
         self.shared.is_open(generation)
     }
 
-    /// A set for the current runtime (`handle`'s) from the pool, bound to it and held
-    /// by `holder` (a thread's list, or the orphans), with an owner view when that is
-    /// a thread. `None` when the runtime has gone (the set goes back).
+    /// A set from the pool, bound to the current runtime (`runtime`) and held by a
+    /// thread's list (`thread`, with that thread's owner view) or by the runtime's
+    /// orphans. The caller records the binding in the runtime's life
+    /// (`RuntimeLife::bind_set`), and [`abandon`](Self::abandon)s it if the runtime
+    /// went meanwhile.
     ///
     /// # Panics
     ///
     /// tokio's own, in a runtime without the time driver (at the caller).
     #[track_caller]
-    pub fn bind(
-        life: &RuntimeLife,
-        runtime: Id,
-        thread: bool,
-    ) -> Option<(&'static Self, u64, Option<OwnerView>)> {
+    pub fn bind(runtime: Id, thread: bool) -> (&'static Self, u64, Option<OwnerView>) {
         // The entry first, in this runtime: a missing time driver panics here, with
         // tokio's message, before anything is taken from the pool.
         let mut sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
@@ -274,7 +256,6 @@ impl DeadlineSet {
             sleep: Some(sleep),
             waker: None,
             runtime: Some(runtime),
-            life: Some(life.clone()),
             holder: if thread {
                 Holder::Thread
             } else {
@@ -285,17 +266,16 @@ impl DeadlineSet {
             #[cfg(test)]
             resets: 0,
         };
-        set.bind_as(entry, life, thread)
+        set.bind_as(entry, thread)
     }
 
     /// [`bind`](Self::bind) once the set is out of the pool: a new binding with
-    /// `entry`, recorded in the runtime's `life`.
+    /// `entry`.
     fn bind_as(
         &'static self,
         mut entry: TokioEntry,
-        life: &RuntimeLife,
         thread: bool,
-    ) -> Option<(&'static Self, u64, Option<OwnerView>)> {
+    ) -> (&'static Self, u64, Option<OwnerView>) {
         let set = self;
         let (generation, view, unbound) = set.shared.state().with(|locked| {
             let generation = set.shared.open(locked);
@@ -312,18 +292,18 @@ impl DeadlineSet {
             )
         });
         drop(unbound); // after the lock (it holds nothing; a rule without exceptions)
-        if !life.add_set((set, generation)) {
-            // The runtime went meanwhile: nobody will hold this binding.
-            set.shared
-                .state()
-                .with(|locked| locked.extra.holder = Holder::Nobody);
-            set.close(generation);
-            return None;
-        }
-        if !thread {
-            life.add_orphan((set, generation));
-        }
-        Some((set, generation, view))
+        (set, generation, view)
+    }
+
+    /// Binding `generation`'s runtime went before the binding was recorded in its
+    /// life: nobody will hold it, so it closes (and goes back to the pool).
+    pub fn abandon(&'static self, generation: u64) {
+        self.shared.state().with(|locked| {
+            if self.shared.generation() == generation {
+                locked.extra.holder = Holder::Nobody;
+            }
+        });
+        self.close(generation);
     }
 
     /// A thread adopts an orphan of binding `generation`: `None` if it was closed
@@ -362,12 +342,14 @@ impl DeadlineSet {
     }
 
     /// The thread that owned binding `generation` lets go of it (it exited, or found
-    /// the runtime gone): gives back what it answered, and leaves the set to its
-    /// runtime's next thread, or to the pool once its runtime and filings are gone.
-    pub fn release_owner(&'static self, generation: u64, mut view: OwnerView) {
-        let (life, retire) = self.shared.state().with(|locked| {
+    /// the runtime gone): gives back what it answered. `true`: the runtime lives, and
+    /// the set is its orphan now (the caller leaves it to the runtime's next thread);
+    /// otherwise it goes back to the pool once its filings are gone.
+    #[must_use]
+    pub fn release_owner(&'static self, generation: u64, mut view: OwnerView) -> bool {
+        let (orphaned, retire) = self.shared.state().with(|locked| {
             if self.shared.generation() != generation {
-                return (None, false);
+                return (false, false);
             }
             locked.core.reclaim(&mut view);
             if locked.extra.holder == Holder::Thread {
@@ -375,21 +357,20 @@ impl DeadlineSet {
             }
             if self.is_open(generation) {
                 locked.extra.holder = Holder::Orphans;
-                (locked.extra.life.clone(), false)
+                (true, false)
             } else {
-                (None, locked.core.filings() == 0)
+                (false, locked.core.filings() == 0)
             }
         });
-        if let Some(life) = life {
-            life.add_orphan((self, generation));
-        } else if retire {
+        if retire {
             self.retire(generation);
         }
+        orphaned
     }
 
     /// A filing of binding `generation` went: back to the pool if it was the last
     /// thing holding a closed set.
-    fn release(&'static self, generation: u64) {
+    pub(super) fn release(&'static self, generation: u64) {
         let retire = self.shared.state().with(|locked| {
             self.shared.generation() == generation
                 && self.shared.is_closed()
@@ -443,9 +424,9 @@ impl DeadlineSet {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Bound {
     /// `None`: the runtime had already gone when the timer was made.
-    set: Option<&'static DeadlineSet>,
-    generation: u64,
-    runtime: Id,
+    pub(super) set: Option<&'static DeadlineSet>,
+    pub(super) generation: u64,
+    pub(super) runtime: Id,
 }
 
 impl Bound {
@@ -470,7 +451,7 @@ impl Bound {
 
 /// Under the lock, after a filing at `deadline`: a deadline earlier than the entry
 /// services the set now (re-arming it); a later one is covered by the armed entry.
-fn rearm(
+pub(super) fn rearm(
     set: &DeadlineSet,
     locked: &mut Locked<TokioEntry>,
     deadline: u64,
@@ -480,19 +461,11 @@ fn rearm(
 
 #[cfg(all(test, not(lazy_deadline_loom)))]
 impl Bound {
-    /// The current thread's set for the current runtime, for tests.
-    pub(crate) fn current() -> Self {
-        crate::thread_sets::current()
-    }
-
     /// The set, for tests.
     pub(crate) fn set(&self) -> Option<&'static DeadlineSet> {
         self.set
     }
 }
-
-mod request;
-pub(crate) use request::{Filing, Request};
 
 #[cfg(all(test, not(lazy_deadline_loom)))]
 mod tests;
