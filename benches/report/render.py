@@ -178,11 +178,15 @@ and polled once, reset in a loop:
 
 {pair_rows(r, rows)}
 
-A later reset is a store. An earlier one has to reach the runtime at once (the timer
-must fire sooner than what is armed): the filing moves in the deadline set, under the
-set's lock, and the set's entry is reset in tokio's driver, so it costs tokio's own
-reset plus that lock and the move. Within one tick of the driver the entry stays put
-(both fire at that tick), and only the set's part is paid.
+A later reset is a store. An earlier one within the driver tick where the deadline is
+filed is a store too (the set's entry fires both at that tick's end). The first
+earlier reset across ticks moves the `Sleep` from the deadline set to a tokio entry of
+its own, once; from then on an earlier reset is tokio's own reset of that entry plus
+the lazy rule's bookkeeping (which entry, the target, whether it completed), so these
+two loops, each reset earlier than the last and never polled, cost tokio's reset and
+a few ns more. The shape a `select!` loop gives, a reset then a poll, is in
+[Every shape a drop-in meets](#every-shape-a-drop-in-meets): there ours answers the
+poll without calling into tokio.
 
 On tokio's per-worker timer (`Builder::enable_alt_timer`, `tokio_unstable`, 2
 workers; `benches/alt_timer.rs`), where `Sleep::reset` is a drop and a new entry:
