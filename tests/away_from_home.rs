@@ -146,6 +146,22 @@ fn sleep_reset_later_away_from_home_is_not_later_than_tokio() {
     }));
 }
 
+/// A `Sleep` on an entry of its own (moved earlier across ticks at home), then moved
+/// later from a plain thread.
+#[test]
+fn a_sleep_on_its_own_entry_reset_later_away_from_home_is_not_later_than_tokio() {
+    assert_like_tokio(first_wake(|start| {
+        let mut sleep = Box::pin(lazy_deadline::sleep_until(start + Duration::from_secs(5)));
+        assert!(sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending());
+        sleep.as_mut().reset(start + FIRST); // at home: an entry of its own
+        assert!(format!("{sleep:?}").contains("own_entry: true"));
+        LazySleep(sleep)
+    }));
+}
+
 struct Idle(IdleTimeout);
 impl Probe for Idle {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
