@@ -24,6 +24,10 @@
 //! tokio's re-exported elsewhere), so one line swaps a codebase:
 //! `use tokio::time::{...}` becomes `use lazy_deadline::time::{...}`.
 //!
+//! The crate builds on tokio 1.49 and later; CI runs its tests, tokio's own
+//! `tokio::time` suites and canaries of the tokio behaviour it relies on beyond
+//! tokio's docs on tokio 1.49.0 and on the newest release it locks.
+//!
 //! # Guarantees
 //!
 //! - **Never early**: nothing resolves before its deadline by the clock of the
