@@ -108,9 +108,9 @@ pin_project! {
     /// long-lived timer (a connection's, a limiter's), not a per-request one: at such
     /// a reset it leaves the set for a tokio entry of its own (one allocation, once),
     /// which it re-arms lazily from then on. A later reset is still a store, any
-    /// other one tokio's own reset of that entry, its fire wakes the task directly,
-    /// and a pending poll by the task whose waker the entry holds does not call into
-    /// tokio.
+    /// other one tokio's own reset of that entry, its fire wakes the task directly
+    /// (through a signal of the `Sleep`'s own, whose slot holds the task's waker),
+    /// and a pending poll by the same task does not call into tokio.
     ///
     /// Like tokio's, it does not implement `Unpin`: pin it (`tokio::pin!` or
     /// `Box::pin`) to use it with `select!` or `reset`.

@@ -1,11 +1,11 @@
 //! A `Sleep` on a tokio entry of its own (after a reset earlier across ticks, or a
 //! reset of a completed `Sleep`), side by side with tokio's `Sleep`: polled and reset
 //! away from its runtime, fired before its task polls, completed and polled again by
-//! another task.
+//! another task, moved into the past before its task polls, moved later (`is_elapsed`).
 
 mod common;
 
-use common::{ms, CountingWaker};
+use common::{ms, poll_once, CountingWaker};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Waker};
@@ -21,15 +21,22 @@ fn paused() -> tokio::runtime::Runtime {
 
 trait AnySleep: Future<Output = ()> {
     fn reset_to(self: Pin<&mut Self>, deadline: Instant);
+    fn elapsed(&self) -> bool;
 }
 impl AnySleep for lazy_deadline::Sleep {
     fn reset_to(self: Pin<&mut Self>, deadline: Instant) {
         self.reset(deadline);
     }
+    fn elapsed(&self) -> bool {
+        self.is_elapsed()
+    }
 }
 impl AnySleep for tokio::time::Sleep {
     fn reset_to(self: Pin<&mut Self>, deadline: Instant) {
         self.reset(deadline);
+    }
+    fn elapsed(&self) -> bool {
+        self.is_elapsed()
     }
 }
 
@@ -180,4 +187,76 @@ async fn a_sleep_on_its_own_entry_polled_while_pending_then_fired_is_ready() {
         sleep.as_mut().poll(&mut cx).is_ready(),
         "the fire was not seen"
     );
+}
+
+/// Filed (ours: in the set) at 10 ms, fired, and before its task polls it, moved
+/// earlier across ticks, into the past (ours: an entry of its own, armed with no
+/// waker, as the filing's waker was spent). `is_elapsed` right after the reset, then
+/// the next poll.
+async fn fired_then_moved_into_the_past<S: AnySleep>(mut s: Pin<&mut S>) -> (bool, bool) {
+    let start = Instant::now();
+    assert!(poll_once(s.as_mut()).is_pending());
+    tokio::time::advance(ms(10)).await;
+    s.as_mut().reset_to(start + ms(3));
+    let elapsed = s.elapsed();
+    let ready = poll_once(s.as_mut()).is_ready();
+    (elapsed, ready)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fired_sleep_moved_into_the_past_before_its_poll_is_ready_as_tokios() {
+    let theirs = tokio::time::sleep(ms(10));
+    tokio::pin!(theirs);
+    let tokio = fired_then_moved_into_the_past(theirs).await;
+    let ours = lazy_deadline::sleep(ms(10));
+    tokio::pin!(ours);
+    let ours = fired_then_moved_into_the_past(ours).await;
+    assert!(tokio.1, "tokio's own behaviour changed");
+    assert_eq!(
+        ours.1, tokio.1,
+        "next poll: ours {ours:?}, tokio's {tokio:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fired_sleep_moved_into_the_past_is_elapsed_as_tokios() {
+    let theirs = tokio::time::sleep(ms(10));
+    tokio::pin!(theirs);
+    let tokio = fired_then_moved_into_the_past(theirs).await;
+    let ours = lazy_deadline::sleep(ms(10));
+    tokio::pin!(ours);
+    let ours = fired_then_moved_into_the_past(ours).await;
+    assert!(tokio.0, "tokio's own behaviour changed");
+    assert_eq!(
+        ours.0, tokio.0,
+        "is_elapsed: ours {ours:?}, tokio's {tokio:?}"
+    );
+}
+
+/// On an entry of its own (moved earlier across ticks), then moved later (ours: a
+/// store), and the first deadline passes with the task not polling: `is_elapsed`
+/// stays `false` as tokio's, until the new deadline.
+async fn moved_later_on_its_own_entry<S: AnySleep>(mut s: Pin<&mut S>) -> [bool; 2] {
+    let start = Instant::now();
+    assert!(poll_once(s.as_mut()).is_pending());
+    s.as_mut().reset_to(start + ms(100));
+    assert!(poll_once(s.as_mut()).is_pending());
+    s.as_mut().reset_to(start + ms(300));
+    tokio::time::advance(ms(150)).await;
+    let at_150 = s.elapsed();
+    tokio::time::advance(ms(200)).await;
+    let at_350 = poll_once(s.as_mut()).is_ready() && s.elapsed();
+    [at_150, at_350]
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sleep_on_its_own_entry_moved_later_is_not_elapsed_before_its_deadline() {
+    let theirs = tokio::time::sleep(ms(500));
+    tokio::pin!(theirs);
+    let tokio = moved_later_on_its_own_entry(theirs).await;
+    let ours = lazy_deadline::sleep(ms(500));
+    tokio::pin!(ours);
+    let ours = moved_later_on_its_own_entry(ours).await;
+    assert_eq!(tokio, [false, true], "tokio's own behaviour changed");
+    assert_eq!(ours, tokio);
 }

@@ -55,3 +55,6 @@ mod thread_sets;
 pub(crate) use request::{Filing, Request};
 pub(crate) use runtime_life::RuntimeLife;
 pub(crate) use thread_sets::pin_to_current;
+
+#[cfg(all(test, not(lazy_deadline_loom)))]
+mod tests;

@@ -56,19 +56,27 @@ pin_project! {
 }
 
 impl OwnEntry {
-    /// An entry armed at `deadline`, made in the current runtime (the `Sleep`'s: the
-    /// caller checked), registered with `waker` if there is one (as tokio's reset
-    /// keeps the entry's waker, so the task is woken at the new deadline without
-    /// polling again; at once if it has passed). `keeps_waker`: see the field.
+    /// An entry armed at `deadline` in tokio's driver, made in the current runtime
+    /// (the `Sleep`'s: the caller checked), registered with `waker` if there is one
+    /// (as tokio's reset keeps the entry's waker, so the task is woken at the new
+    /// deadline without polling again; at once if it has passed). `keeps_waker`: see
+    /// the field.
     pub fn armed(deadline: Instant, waker: Option<Waker>, keeps_waker: bool) -> Pin<Box<Self>> {
         let mut entry = Self::new(deadline, keeps_waker, false);
-        if let Some(waker) = waker {
-            let me = entry.as_mut().project();
-            me.signal.register(&waker, me.memo);
-            if poll_entry(me.signal, me.signal_waker, me.sleep) {
-                waker.wake(); // passed already: tokio wakes inside the reset
+        let me = entry.as_mut().project();
+        match waker {
+            Some(waker) => {
+                me.signal.register(&waker, me.memo);
+                if poll_entry(me.signal, me.signal_waker, me.sleep) {
+                    waker.wake(); // passed already: tokio wakes inside the reset
+                }
+                *me.registered = true;
             }
-            *me.registered = true;
+            // No waker (the filing's was spent on its fire): registered in the
+            // driver all the same, as tokio's reset of a registered entry is, so that
+            // `is_elapsed` reads as tokio's right after a reset into the past (a
+            // tokio `Sleep` that was never polled nor reset is not in the driver).
+            None => me.sleep.reset(deadline),
         }
         entry
     }

@@ -1,0 +1,67 @@
+//! Unit tests of how a binding is recorded in its runtime's life and let go of:
+//! abandoned when the runtime went meanwhile, left to the runtime's next thread.
+
+use super::deadline_set::DeadlineSet;
+use super::runtime_life::RuntimeLife;
+
+#[test]
+fn a_binding_recorded_after_its_runtime_went_is_closed_and_pooled() {
+    let gone = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let life = RuntimeLife::of(gone.handle());
+    drop(gone);
+    assert!(life.is_gone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let _inside = rt.enter();
+    let id = rt.handle().id();
+    for thread in [true, false] {
+        let (set, generation, view) = DeadlineSet::bind(id, thread);
+        drop(view);
+        assert!(
+            !life.record_binding((set, generation), thread),
+            "recorded in a gone runtime"
+        );
+        assert!(
+            !set.is_open(generation),
+            "abandoned, not closed (thread: {thread})"
+        );
+        assert_ne!(
+            set.shared.generation(),
+            generation,
+            "abandoned, not back in the pool (thread: {thread})"
+        );
+    }
+}
+
+fn same(a: Option<super::runtime_life::BoundSet>, b: super::runtime_life::BoundSet) -> bool {
+    a.is_some_and(|(set, generation)| std::ptr::eq(set, b.0) && generation == b.1)
+}
+
+#[test]
+fn a_set_bound_for_no_thread_or_let_go_by_its_thread_is_the_runtimes_orphan() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let _inside = rt.enter();
+    let id = rt.handle().id();
+    let life = RuntimeLife::of(rt.handle());
+    let (shared, _) = life.bind_set(id, false).expect("bound");
+    assert!(
+        same(life.orphan(false), shared),
+        "bound for no thread: not shared"
+    );
+    let (owned, view) = life.bind_set(id, true).expect("bound");
+    life.release_owned(owned, view.expect("a thread's"));
+    assert!(
+        same(life.orphan(true), owned),
+        "let go by its thread: not left to the next"
+    );
+}
