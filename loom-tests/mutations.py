@@ -452,7 +452,7 @@ M = [
  ("Sleep: its own entry armed with no waker is left out of tokio's driver (is_elapsed differs from tokio's)", "src/sleep/own_entry.rs",
   "            None => me.sleep.reset(deadline),",
   "            None => drop(me.sleep),",
-  "T:own_entry", "a_fired_sleep_moved_into_the_past_is_elapsed_as_tokios"),
+  "T:own_entry", "a_fired_sleep_moved_into_the_past_is_elapsed_and_ready_as_tokios"),
  ("Sleep: its own entry reports elapsed when tokio's entry fired before a later deadline", "src/sleep/own_entry.rs",
   "        self.sleep.is_elapsed() && self.target <= self.armed",
   "        self.sleep.is_elapsed()",

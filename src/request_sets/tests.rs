@@ -4,6 +4,14 @@
 use super::deadline_set::DeadlineSet;
 use super::runtime_life::RuntimeLife;
 
+fn paused() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn a_binding_recorded_after_its_runtime_went_is_closed_and_pooled() {
     let gone = tokio::runtime::Builder::new_current_thread()
@@ -13,11 +21,7 @@ fn a_binding_recorded_after_its_runtime_went_is_closed_and_pooled() {
     let life = RuntimeLife::of(gone.handle());
     drop(gone);
     assert!(life.is_gone());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = paused();
     let _inside = rt.enter();
     let id = rt.handle().id();
     for thread in [true, false] {
@@ -45,11 +49,7 @@ fn same(a: Option<super::runtime_life::BoundSet>, b: super::runtime_life::BoundS
 
 #[test]
 fn a_set_bound_for_no_thread_or_let_go_by_its_thread_is_the_runtimes_orphan() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = paused();
     let _inside = rt.enter();
     let id = rt.handle().id();
     let life = RuntimeLife::of(rt.handle());
