@@ -469,6 +469,15 @@ M = [
   "        self.shared.state().with(|locked| {\n            if self.shared.generation() == generation {\n                locked.extra.holder = Holder::Nobody;\n            }\n        });\n        self.close(generation);",
   "        self.close(generation);\n        self.shared.state().with(|locked| {\n            if self.shared.generation() == generation {\n                locked.extra.holder = Holder::Nobody;\n            }\n        });",
   "U:request_sets::tests", "a_binding_recorded_after_its_runtime_went_is_closed_and_pooled"),
+ # A ticker's Sleep leaves the set at its first tick (reset_unregistered).
+ ("Interval: a ticker away from home leaves the set for an entry in the wrong runtime", "src/sleep/in_set.rs",
+  "    if request.is_void() || !at_home(request) {\n        return;\n    }\n    request.give_back();\n    *own = Some(OwnEntry::unregistered(",
+  "    if request.is_void() {\n        return;\n    }\n    request.give_back();\n    *own = Some(OwnEntry::unregistered(",
+  "T:interval_differential", "an_interval_ticked_on_a_plain_thread_keeps_ticking_by_its_runtime"),
+ ("Sleep: its own entry re-armed before a poll forgets where (armed stays at the spent deadline)", "src/sleep/own_entry.rs",
+  "            me.sleep.as_mut().reset(*me.target);\n            *me.armed = *me.target;\n            counts.registered();\n        }\n        for _ in 0..MAX_ROUNDS {",
+  "            me.sleep.as_mut().reset(*me.target);\n            counts.registered();\n        }\n        for _ in 0..MAX_ROUNDS {",
+  "T:interval_differential", "interval_ticks_as_tokio_does"),
 ]
 args = sys.argv[1:]
 if args == ["--check"]:

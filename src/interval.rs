@@ -122,7 +122,10 @@ impl MissedTickBehavior {
 /// (`interval.reset()` per packet). tokio's `Interval` resets its `Sleep` each time:
 /// a CAS in the timer driver at best, the driver's lock when it moves earlier. This
 /// one ticks on the crate's lazy [`Sleep`]: a reset to a later instant only records
-/// it, and the runtime entry is moved when it fires at the old instant. Ticks,
+/// it, and the runtime entry is moved when it fires at the old instant (after the
+/// first tick the `Sleep` has a tokio entry of its own, made once, in the runtime the
+/// interval was created in; polled from elsewhere it stays in that runtime's
+/// deadline set). Ticks,
 /// missed-tick handling and panics are tokio's (its own `tests/time_interval.rs`
 /// runs against this type in CI).
 ///

@@ -372,8 +372,9 @@ impl Sleep {
         );
         *this.deadline = deadline;
         *this.flags &= !COMPLETED;
-        if let Some(own) = this.own {
-            own.as_mut().retarget(deadline);
+        match this.own {
+            Some(own) => own.as_mut().retarget(deadline),
+            None => in_set::leave_unregistered(this.request, this.own, deadline, this.counts),
         }
     }
 

@@ -251,3 +251,33 @@ fn a_burst_catches_up_no_later_than_tokio() {
         });
     }
 }
+
+/// An `Interval` made in a runtime and ticked on a plain thread: after its first tick
+/// it stays in its runtime's deadline set (a ticker's `Sleep` leaves the set for an
+/// entry of its own only at home, where that entry can be made), and keeps ticking
+/// by that runtime's clock.
+#[test]
+fn an_interval_ticked_on_a_plain_thread_keeps_ticking_by_its_runtime() {
+    let home = paused_runtime();
+    let interval = {
+        let _inside = home.enter();
+        lazy_deadline::interval(Duration::from_millis(100))
+    };
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let poller = std::thread::spawn(move || {
+        let mut interval = interval;
+        for _ in 0..3 {
+            common::block_on_plain(std::future::poll_fn(|cx| interval.poll_tick(cx)));
+        }
+        let _ = done_tx.send(());
+    });
+    home.block_on(async {
+        tokio::select! {
+            _ = done_rx => {}
+            // A paused clock may jump here while the plain thread is between ticks:
+            // its next ticks are then due at once (a burst), never a hang.
+            () = time::sleep(Duration::from_secs(10)) => {}
+        }
+    });
+    poller.join().expect("the plain thread's ticks");
+}

@@ -147,6 +147,28 @@ pub(super) fn reset_completed(
     }
 }
 
+/// `Sleep::reset_unregistered` of a completed `Sleep` in the set: a ticker's timer
+/// (`Interval` re-arms its `Sleep` so after each tick, as tokio's does). At home it
+/// leaves the set for an entry of its own that enters tokio's driver at its next
+/// poll, as tokio's `reset_without_timer` leaves tokio's entry; each later tick is
+/// then that entry's fire and lazy re-arm, not a service round of the set and a new
+/// filing under its lock. Away from home, or once its runtime shut down, it stays in
+/// the set: the next poll files at the new deadline, or learns of the shutdown.
+#[inline(never)]
+pub(super) fn leave_unregistered(
+    request: &mut Request,
+    own: &mut Option<Pin<Box<OwnEntry>>>,
+    deadline: Instant,
+    counts: &mut Counts,
+) {
+    if request.is_void() || !at_home(request) {
+        return;
+    }
+    request.give_back();
+    *own = Some(OwnEntry::unregistered(deadline, request.keeps_waker()));
+    counts.registered();
+}
+
 /// A reset that cannot wait for the filing to expire: earlier across the filing's
 /// tick, or later away from home. An earlier one at home leaves the set for an entry
 /// of its own, armed with the waker the filing held (the task is woken at the new

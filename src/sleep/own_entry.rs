@@ -81,6 +81,13 @@ impl OwnEntry {
         entry
     }
 
+    /// An entry at `deadline` that enters tokio's driver at its first poll, as
+    /// tokio's `reset_without_timer` leaves tokio's own (made in the current runtime,
+    /// the `Sleep`'s: the caller checked). `keeps_waker`: see the field.
+    pub fn unregistered(deadline: Instant, keeps_waker: bool) -> Pin<Box<Self>> {
+        Self::new(deadline, keeps_waker, false)
+    }
+
     /// The entry of a `Sleep` whose runtime shut down, polled from inside that
     /// runtime (see `Sleep`'s `# Shutdown`).
     pub fn fallback(deadline: Instant) -> Pin<Box<Self>> {
@@ -127,6 +134,14 @@ impl OwnEntry {
             // see through the flag: one an earlier poll reported): its fire raises
             // the flag and wakes the task.
             return false;
+        }
+        if *me.target > *me.armed && me.sleep.is_elapsed() {
+            // The entry fired at `armed` (an earlier poll saw it: a ticker's previous
+            // tick) and the deadline has moved on since: re-arm it there without
+            // polling the spent entry again.
+            me.sleep.as_mut().reset(*me.target);
+            *me.armed = *me.target;
+            counts.registered();
         }
         for _ in 0..MAX_ROUNDS {
             let fired = poll_entry(me.signal, me.signal_waker, me.sleep.as_mut());
