@@ -5,19 +5,11 @@
 
 mod common;
 
-use common::{ms, poll_once, CountingWaker};
+use common::{ms, paused_runtime, poll_once, CountingWaker};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Waker};
 use tokio::time::Instant;
-
-fn paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
 
 trait AnySleep: Future<Output = ()> {
     fn reset_to(self: Pin<&mut Self>, deadline: Instant);
@@ -47,7 +39,7 @@ impl AnySleep for tokio::time::Sleep {
 fn away_reset_after_fire<S: AnySleep + 'static>(
     make: impl FnOnce(Instant) -> S + Send + 'static,
 ) -> Vec<usize> {
-    let rt = paused();
+    let rt = paused_runtime();
     let (start, mut sleep) = rt.block_on(async move {
         let start = Instant::now();
         let mut sleep = Box::pin(make(start + ms(500)));
@@ -89,7 +81,7 @@ fn a_sleep_on_its_own_entry_fired_then_reset_later_away_is_woken_at_the_new_dead
 fn completed_then_reset_away<S: AnySleep + 'static>(
     make: impl FnOnce(Instant) -> S + Send + 'static,
 ) -> Vec<usize> {
-    let rt = paused();
+    let rt = paused_runtime();
     let (start, mut sleep) = rt.block_on(async move {
         let start = Instant::now();
         let mut sleep = Box::pin(make(start + ms(5)));

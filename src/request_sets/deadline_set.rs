@@ -468,4 +468,4 @@ impl Bound {
 }
 
 #[cfg(all(test, not(lazy_deadline_loom)))]
-mod tests;
+pub(super) mod tests;

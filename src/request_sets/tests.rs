@@ -1,16 +1,9 @@
 //! Unit tests of how a binding is recorded in its runtime's life and let go of:
 //! abandoned when the runtime went meanwhile, left to the runtime's next thread.
 
+use super::deadline_set::tests::paused;
 use super::deadline_set::DeadlineSet;
 use super::runtime_life::RuntimeLife;
-
-fn paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
 
 #[test]
 fn a_binding_recorded_after_its_runtime_went_is_closed_and_pooled() {

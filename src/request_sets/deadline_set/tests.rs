@@ -14,7 +14,8 @@ fn on_a_thread_of_its_own<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'sta
     std::thread::spawn(f).join().unwrap()
 }
 
-fn paused() -> tokio::runtime::Runtime {
+/// A paused current-thread runtime (also the room's other unit tests').
+pub(in crate::request_sets) fn paused() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
