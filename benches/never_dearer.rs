@@ -42,10 +42,13 @@
 #[path = "../examples/support/cli.rs"]
 mod cli;
 mod common;
+#[path = "../examples/support/pending_once.rs"]
+mod pending_once;
 
 use common::{config, current_thread, multi_thread};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode};
+use pending_once::PendingOnce;
 use std::convert::Infallible;
 use std::future::{poll_fn, ready, Future};
 use std::hint::black_box;
@@ -129,22 +132,6 @@ impl DropIn for lazy_deadline::Sleep {
         for _ in 0..ticks {
             interval.tick().await;
         }
-    }
-}
-
-/// A request: pending once (its task is woken at once, as by a reply), then done.
-/// The same as `examples/requests.rs`'s, so the two measure the same request.
-struct PendingOnce(bool);
-
-impl Future for PendingOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }
 

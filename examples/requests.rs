@@ -31,13 +31,14 @@
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/pending_once.rs"]
+mod pending_once;
 #[path = "../benches/common/record.rs"]
 mod record;
 
+use pending_once::PendingOnce;
 use std::future::Future;
-use std::pin::Pin;
 use std::process::ExitCode;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
@@ -46,21 +47,6 @@ const RUNS: usize = 5;
 /// The RPC workload's variants: no timeout, tokio's, ours.
 const RPC_VARIANTS: [Variant; 3] = [Variant::Alone, Variant::Tokio, Variant::Lazy];
 const DEADLINE: Duration = Duration::from_secs(5);
-
-/// A request: pending once (its task is woken at once, as by a reply), then done.
-struct PendingOnce(bool);
-
-impl Future for PendingOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Variant {
