@@ -10,11 +10,15 @@
 //! decision plus its core.
 //!
 //! The lazy [`Sleep`](crate::Sleep) does not use it, on purpose: it is a drop-in for
-//! `tokio::time::Sleep`, so it keeps its entry inline (no allocation, `!Unpin` like
-//! tokio's) and, having no shared state, polls it with the caller's waker; the box,
-//! the memo and the entry waker here would each cost it where it has nothing to gain.
-//! It applies the same rules (first-poll arming, the entry as the only witness, eager
-//! re-arming away from home) on its own fields.
+//! `tokio::time::Sleep`, and the first place its deadline lives is either tokio's
+//! own entry, inline and polled with the caller's waker (on a runtime whose timers
+//! no second worker contends for: `sleep::tokio_entry`), or its thread's deadline
+//! set (`sleep::in_set`), which it leaves, at its first reset the set would pay its
+//! lock for, for a boxed entry of its own polled through an `EntrySignal`
+//! (`sleep::own_entry`). [`Timeout`](crate::Timeout) holds tokio's entry inline or
+//! a filing in the set. Each applies the same rules as the adapters here (first-poll
+//! arming, the entry as the only witness, eager re-arming away from home) on its own
+//! fields.
 
 use crate::core::{LazyEntry, Step};
 use crate::stats::Stats;

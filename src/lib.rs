@@ -326,6 +326,12 @@ pub use slot_timer::{SlotBatch, SlotHandle, SlotTimer};
 pub use stats::Stats;
 pub use timeout::{timeout, timeout_at, Timeout};
 
+/// Not part of the API: hooks for the crate's own tests and benches.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::request_sets::thread_sets::prefer_sets;
+}
+
 // The guarantees, the bad-input table and how the tests check them: one page in the
 // repository (docs/guarantees.md) and on docs.rs, where the README does not reach.
 #[doc = include_str!("../docs/guarantees.md")]

@@ -7,9 +7,10 @@
 
 mod in_set;
 mod own_entry;
+mod tokio_entry;
 
 use crate::core::NEVER;
-use crate::request_sets::Request;
+use crate::request_sets::{thread_sets, Bound, Request};
 use crate::stats::Stats;
 use crate::time_base::{to_nanos, FAR_FUTURE};
 use own_entry::OwnEntry;
@@ -20,6 +21,7 @@ use std::marker::PhantomPinned;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
+use tokio::runtime::Id;
 use tokio::time::Instant;
 
 /// Waits until `duration` has elapsed; the lazy counterpart of [`tokio::time::sleep`].
@@ -74,14 +76,19 @@ pub fn sleep(duration: Duration) -> Sleep {
 #[track_caller]
 #[inline]
 pub fn sleep_until(deadline: Instant) -> Sleep {
+    // tokio's own entry, or this thread's set for the current runtime: either way a
+    // missing runtime or time driver panics here with tokio's own message, and that
+    // runtime's clock judges it.
+    let place = match thread_sets::takes_tokio_entry() {
+        Some(home) => Place::tokio(deadline, home),
+        None => match thread_sets::current_or_tokio() {
+            thread_sets::Place::Set(bound) => Place::in_set(bound),
+            thread_sets::Place::Tokio(home) => Place::tokio(deadline, home),
+        },
+    };
     Sleep {
         deadline,
-        // This thread's set for the current runtime: a missing runtime or time driver
-        // panics here with tokio's own message, and that runtime's clock judges it.
-        request: Request::current(),
-        filed_at: NEVER,
-        own: None,
-        last_waker: None,
+        place,
         counts: Counts::default(),
         flags: 0,
         _pinned: PhantomPinned,
@@ -186,29 +193,76 @@ pin_project! {
         // The deadline exactly as the caller gave it (in the time base's nanoseconds
         // only where needed: a `Sleep` dropped unpolled never converts it).
         deadline: Instant,
-        // The deadline set that judges it (its thread's set for the runtime it was
-        // made in), and where its deadline is filed there, from the first poll on.
-        request: Request,
-        // In the set: where the filing stands. Invariant once filed: the filing
-        // expires no later than the deadline's driver tick (at or before the
-        // deadline, or within its tick), or it has expired and is re-filed at the
-        // deadline by the next poll.
-        filed_at: u64,
-        // Its own tokio entry, once it left the set (see the docs above) or its
-        // runtime shut down (see `# Shutdown`).
-        own: Option<Pin<Box<OwnEntry>>>,
-        // In the set, the waker of its last `Ready` poll. tokio's entry keeps the
-        // waker it was last polled with, and a reset of a completed `Sleep`
-        // re-registers the entry with it: the task is woken at the new deadline
-        // (inside the reset if that has passed) without polling again. An entry of its
-        // own keeps it as tokio's does.
-        last_waker: Option<Waker>,
+        // tokio's own entry, or the deadline set that judges it.
+        #[pin]
+        place: Place,
         counts: Counts,
-        // `RESET_UNPOLLED`, `COMPLETED`, `AWAY_KNOWN`, `AWAY`.
+        // `RESET_UNPOLLED`, `COMPLETED`, `AWAY_KNOWN`, `AWAY`, `REGISTERED`.
         flags: u8,
         // `!Unpin`, as tokio's.
         #[pin]
         _pinned: PhantomPinned,
+    }
+}
+
+pin_project! {
+    /// Where a `Sleep`'s deadline lives.
+    #[project = PlaceProj]
+    enum Place {
+        // A `tokio::time::Sleep` of its own, made with it: on a runtime whose timers
+        // no second worker contends for (see the type's docs). Armed at its
+        // `deadline()`; the `Sleep`'s deadline is there or later (`tokio_entry`).
+        Tokio {
+            #[pin]
+            entry: tokio::time::Sleep,
+            // The runtime it was made in (as the thread's hint has it: see
+            // `thread_sets::takes_tokio_entry`), for `away`.
+            home: Id,
+        },
+        InSet {
+            // The deadline set that judges it (its thread's set for the runtime it
+            // was made in), and where its deadline is filed there, from the first
+            // poll on.
+            request: Request,
+            // Where the filing stands. Invariant once filed: the filing expires no
+            // later than the deadline's driver tick (at or before the deadline, or
+            // within its tick), or it has expired and is re-filed at the deadline by
+            // the next poll.
+            filed_at: u64,
+            // Its own tokio entry, once it left the set (see the docs above) or its
+            // runtime shut down (see `# Shutdown`).
+            own: Option<Pin<Box<OwnEntry>>>,
+            // The waker of its last `Ready` poll. tokio's entry keeps the waker it was
+            // last polled with, and a reset of a completed `Sleep` re-registers the
+            // entry with it: the task is woken at the new deadline (inside the reset
+            // if that has passed) without polling again. An entry of its own keeps it
+            // as tokio's does.
+            last_waker: Option<Waker>,
+        },
+    }
+}
+
+impl Place {
+    /// tokio's own entry at `deadline`, bound to the current runtime as tokio's
+    /// `sleep_until` binds its own (and with tokio's panic where it panics).
+    #[track_caller]
+    #[inline]
+    fn tokio(deadline: Instant, home: Id) -> Self {
+        Place::Tokio {
+            entry: tokio::time::sleep_until(deadline),
+            home,
+        }
+    }
+
+    /// In `bound`'s set, filed at the first poll.
+    #[inline]
+    fn in_set(bound: Bound) -> Self {
+        Place::InSet {
+            request: Request::bound_to(bound),
+            filed_at: NEVER,
+            own: None,
+            last_waker: None,
+        }
     }
 }
 
@@ -223,6 +277,9 @@ const AWAY_KNOWN: u8 = 4;
 /// Used outside the runtime it was made in: later resets take effect at once (see
 /// the type's `# Precision`).
 const AWAY: u8 = 8;
+/// On tokio's own entry: the entry is in tokio's driver (polled or reset since the
+/// first poll), as tokio's `registered`.
+const REGISTERED: u8 = 16;
 
 /// `Stats` in half the room (saturating): a `Sleep` is moved around by value.
 #[derive(Clone, Copy, Debug, Default)]
@@ -261,16 +318,27 @@ impl Sleep {
     /// only completes when the set has seen the deadline pass by the clock of the
     /// runtime that owns it.
     pub fn is_elapsed(&self) -> bool {
+        let (request, filed_at, own) = match &self.place {
+            Place::Tokio { entry, .. } => {
+                return tokio_entry::is_elapsed(entry, self.deadline, self.flags)
+            }
+            Place::InSet {
+                request,
+                filed_at,
+                own,
+                ..
+            } => (request, *filed_at, own),
+        };
         if self.flags & COMPLETED != 0 {
             return true;
         }
-        if let Some(own) = &self.own {
+        if let Some(own) = own {
             return own.is_elapsed();
         }
-        if self.request.is_filed() {
+        if request.is_filed() {
             let at = to_nanos(self.deadline);
-            return self.request.has_passed(at)
-                || (self.request.has_passed(self.filed_at) && self.deadline <= Instant::now());
+            return request.has_passed(at)
+                || (request.has_passed(filed_at) && self.deadline <= Instant::now());
         }
         self.flags & RESET_UNPOLLED != 0 && self.deadline <= Instant::now()
     }
@@ -309,50 +377,61 @@ impl Sleep {
     #[inline]
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.project();
-        *this.deadline = deadline;
         let completed = *this.flags & COMPLETED != 0;
+        if completed && deadline == *this.deadline {
+            return; // the same deadline: no move (it stays complete)
+        }
+        *this.deadline = deadline;
         *this.flags = (*this.flags & !COMPLETED) | RESET_UNPOLLED;
-        if let Some(own) = this.own {
-            let (flags, request) = (this.flags, &*this.request);
-            own.as_mut()
-                .reset(deadline, completed, || away(flags, request), this.counts);
+        let (request, filed_at, own, last_waker) = match this.place.project() {
+            PlaceProj::Tokio { entry, home } => {
+                tokio_entry::reset(entry, deadline, this.flags, *home, this.counts);
+                return;
+            }
+            PlaceProj::InSet {
+                request,
+                filed_at,
+                own,
+                last_waker,
+            } => (request, filed_at, own, last_waker),
+        };
+        if let Some(own) = own {
+            let flags = this.flags;
+            own.as_mut().reset(
+                deadline,
+                completed,
+                || away(flags, request.runtime()),
+                this.counts,
+            );
             return;
         }
         let at = to_nanos(deadline);
-        if completed && this.last_waker.is_some() {
+        if completed && last_waker.is_some() {
             in_set::reset_completed(
-                this.request,
-                this.own,
+                request,
+                own,
                 deadline,
                 at,
-                this.filed_at,
+                filed_at,
                 this.counts,
-                this.last_waker,
+                last_waker,
             );
             return;
         }
-        if !this.request.is_filed() {
+        if !request.is_filed() {
             return; // filed at the next poll, at the final deadline
         }
-        let filed_at = *this.filed_at;
-        let store = if at >= filed_at {
-            at == filed_at || !away(this.flags, this.request)
+        let store = if at >= *filed_at {
+            at == *filed_at || !away(this.flags, request.runtime())
         } else {
             // Earlier, but within the filing's tick: the set's entry fires both at
             // that tick's end.
-            this.request
+            request
                 .tick_end(at)
-                .is_some_and(|end| Some(end) == this.request.tick_end(filed_at))
+                .is_some_and(|end| Some(end) == request.tick_end(*filed_at))
         };
         if !store {
-            in_set::move_now(
-                this.request,
-                this.own,
-                deadline,
-                at,
-                this.filed_at,
-                this.counts,
-            );
+            in_set::move_now(request, own, deadline, at, filed_at, this.counts);
         }
     }
 
@@ -364,17 +443,26 @@ impl Sleep {
     /// `reset` (tokio offers nothing else there).
     pub(crate) fn reset_unregistered(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.project();
+        *this.deadline = deadline;
+        let (request, own) = match this.place.project() {
+            // A store: the entry fired (the `Sleep` completed), and the next poll
+            // re-arms it at the new deadline.
+            PlaceProj::Tokio { .. } => {
+                *this.flags &= !COMPLETED;
+                return;
+            }
+            PlaceProj::InSet { request, own, .. } => (request, own),
+        };
         // After it completed only: an entry of its own has fired then, so its next
         // poll sees that and re-arms.
         debug_assert!(
             *this.flags & COMPLETED != 0,
             "reset_unregistered of a waiting Sleep"
         );
-        *this.deadline = deadline;
         *this.flags &= !COMPLETED;
-        match this.own {
-            Some(own) => own.as_mut().retarget(deadline),
-            None => in_set::leave_unregistered(this.request, this.own, deadline, this.counts),
+        match own {
+            Some(entry) => entry.as_mut().retarget(deadline),
+            None => in_set::leave_unregistered(request, own, deadline, this.counts),
         }
     }
 
@@ -391,12 +479,13 @@ impl Sleep {
     }
 }
 
-/// Whether the `Sleep` is used away from its runtime (judged once: see `AWAY`).
+/// Whether the `Sleep` is used away from its runtime `home` (judged once: see
+/// `AWAY`).
 #[inline]
-fn away(flags: &mut u8, request: &Request) -> bool {
+fn away(flags: &mut u8, home: Id) -> bool {
     if *flags & AWAY_KNOWN == 0 {
         *flags |= AWAY_KNOWN;
-        if crate::entry::polled_away_from(request.runtime()) {
+        if crate::entry::polled_away_from(home) {
             *flags |= AWAY;
         }
     }
@@ -408,23 +497,27 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.project();
+        let (request, filed_at, own, last_waker) = match this.place.project() {
+            PlaceProj::Tokio { entry, .. } => {
+                return tokio_entry::poll(entry, *this.deadline, this.flags, this.counts, cx)
+            }
+            PlaceProj::InSet {
+                request,
+                filed_at,
+                own,
+                last_waker,
+            } => (request, filed_at, own, last_waker),
+        };
         if *this.flags & COMPLETED == 0 {
-            let passed = match this.own {
-                Some(own) => own.as_mut().poll_fired(this.counts, cx),
-                None => in_set::poll(
-                    this.request,
-                    this.own,
-                    *this.deadline,
-                    this.filed_at,
-                    this.counts,
-                    cx,
-                ),
+            let passed = match own {
+                Some(entry) => entry.as_mut().poll_fired(this.counts, cx),
+                None => in_set::poll(request, own, *this.deadline, filed_at, this.counts, cx),
             };
             if !passed {
                 return Poll::Pending;
             }
             *this.flags |= COMPLETED;
-        } else if let Some(own) = this.own {
+        } else if let Some(own) = own {
             // Completed: as tokio's `Ready` poll, the entry keeps this waker.
             own.as_mut().keep_waker(cx);
         }
@@ -434,13 +527,12 @@ impl Future for Sleep {
         // to register at its next poll; ours has filed already).
         ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
         // As tokio's entry, keep the waker of this poll (see `last_waker`).
-        if this.own.is_none()
-            && !this
-                .last_waker
+        if own.is_none()
+            && !last_waker
                 .as_ref()
                 .is_some_and(|last| last.will_wake(cx.waker()))
         {
-            *this.last_waker = Some(cx.waker().clone());
+            *last_waker = Some(cx.waker().clone());
         }
         Poll::Ready(())
     }
@@ -448,17 +540,24 @@ impl Future for Sleep {
 
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sleep")
-            .field("deadline", &self.deadline)
-            .field(
-                "filed_at",
-                &self
-                    .request
-                    .is_filed()
-                    .then(|| crate::time_base::from_nanos(self.filed_at)),
-            )
-            .field("own_entry", &self.own.is_some())
-            .field("is_elapsed", &self.is_elapsed())
-            .finish()
+        let mut f = f.debug_struct("Sleep");
+        f.field("deadline", &self.deadline);
+        match &self.place {
+            Place::Tokio { entry, .. } => f.field("tokio_entry_armed_at", &entry.deadline()),
+            Place::InSet {
+                request,
+                filed_at,
+                own,
+                ..
+            } => f
+                .field(
+                    "filed_at",
+                    &request
+                        .is_filed()
+                        .then(|| crate::time_base::from_nanos(*filed_at)),
+                )
+                .field("own_entry", &own.is_some()),
+        };
+        f.field("is_elapsed", &self.is_elapsed()).finish()
     }
 }

@@ -2,7 +2,8 @@
 //! that register no runtime timer entry of their own (see `crate::request_sets`).
 
 use crate::error::Elapsed;
-use crate::request_sets::{Filing, Request};
+use crate::request_sets::thread_sets::{self, Place};
+use crate::request_sets::{Bound, Filing, Request};
 use crate::time_base::to_nanos;
 use pin_project_lite::pin_project;
 use std::fmt;
@@ -58,9 +59,15 @@ use tokio::time::Instant;
 #[track_caller]
 #[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    let request = Request::current();
-    let deadline = Instant::now().checked_add(duration);
-    Timeout::new(future.into_future(), deadline, request)
+    let delay = if thread_sets::takes_tokio_entry().is_some() {
+        Delay::tokio(Instant::now().checked_add(duration))
+    } else {
+        match thread_sets::current_or_tokio() {
+            Place::Set(bound) => Delay::in_set(Instant::now().checked_add(duration), bound),
+            Place::Tokio(_) => Delay::tokio(Instant::now().checked_add(duration)),
+        }
+    };
+    Timeout::new(future.into_future(), delay)
 }
 
 /// Requires `future` to complete before `deadline`; the lazy counterpart of
@@ -87,7 +94,15 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 #[track_caller]
 #[inline]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    Timeout::new(future.into_future(), Some(deadline), Request::current())
+    let delay = if thread_sets::takes_tokio_entry().is_some() {
+        Delay::tokio(Some(deadline))
+    } else {
+        match thread_sets::current_or_tokio() {
+            Place::Set(bound) => Delay::in_set(Some(deadline), bound),
+            Place::Tokio(_) => Delay::tokio(Some(deadline)),
+        }
+    };
+    Timeout::new(future.into_future(), delay)
 }
 
 pin_project! {
@@ -115,30 +130,76 @@ pin_project! {
     pub struct Timeout<F> {
         #[pin]
         value: F,
-        // `None`: never (an overflowing duration). Turned into the time base's
-        // nanoseconds at the first pending poll: a request answered at its first poll
-        // never needs them.
-        deadline: Option<Instant>,
-        // `deadline` in the time base's nanoseconds, once filed.
-        at: u64,
-        // The deadline set of the thread and runtime it was made in, and where the
-        // deadline is filed there, from the first pending poll on.
-        request: Request,
-        // Its own tokio entry, once its runtime shut down (see `# Shutdown`).
-        fallback: Option<Pin<Box<tokio::time::Sleep>>>,
+        #[pin]
+        delay: Delay,
+    }
+}
+
+pin_project! {
+    /// Where a `Timeout`'s deadline lives.
+    #[project = DelayProj]
+    enum Delay {
+        // A `tokio::time::Sleep` of its own, as tokio's `Timeout` has: on a runtime
+        // whose timers no second worker contends for (see `timeout`'s `# Precision`).
+        Tokio {
+            #[pin]
+            entry: tokio::time::Sleep,
+        },
+        // No entry: a deadline that never comes (an overflowing duration), or the
+        // tokio entry let go of once the future answered (so that it never wakes the
+        // task afterwards).
+        Idle,
+        // Filed in the thread's deadline set for its runtime.
+        InSet {
+            // `None`: never (an overflowing duration). Turned into the time base's
+            // nanoseconds at the first pending poll: a request answered at its first
+            // poll never needs them.
+            deadline: Option<Instant>,
+            // `deadline` in the time base's nanoseconds, once filed.
+            at: u64,
+            // The deadline set of the thread and runtime it was made in, and where
+            // the deadline is filed there, from the first pending poll on.
+            request: Request,
+            // Its own tokio entry, once its runtime shut down (see `# Shutdown`).
+            fallback: Option<Pin<Box<tokio::time::Sleep>>>,
+        },
+    }
+}
+
+impl Delay {
+    /// tokio's own entry at `deadline` (`None`: an overflowing duration, tokio's far
+    /// future), bound to the current runtime as tokio's `timeout` binds its own.
+    #[track_caller]
+    #[inline]
+    fn tokio(deadline: Option<Instant>) -> Self {
+        match deadline {
+            Some(deadline) => Delay::Tokio {
+                entry: tokio::time::sleep_until(deadline),
+            },
+            None => {
+                // Never: no entry, but tokio's panic outside a runtime all the same.
+                drop(tokio::runtime::Handle::current());
+                Delay::Idle
+            }
+        }
+    }
+
+    /// Filed in `bound`'s set at the first pending poll.
+    #[inline]
+    fn in_set(deadline: Option<Instant>, bound: Bound) -> Self {
+        Delay::InSet {
+            deadline,
+            at: crate::core::NEVER,
+            request: Request::bound_to(bound),
+            fallback: None,
+        }
     }
 }
 
 impl<F> Timeout<F> {
     #[inline]
-    fn new(value: F, deadline: Option<Instant>, request: Request) -> Self {
-        Self {
-            value,
-            deadline,
-            at: crate::core::NEVER,
-            request,
-            fallback: None,
-        }
+    fn new(value: F, delay: Delay) -> Self {
+        Self { value, delay }
     }
 
     /// The inner future.
@@ -161,19 +222,46 @@ impl<F: Future> Future for Timeout<F> {
     type Output = Result<F::Output, Elapsed>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let me = self.project();
+        let mut me = self.project();
         let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(value) = me.value.poll(cx) {
-            me.request.give_back(); // answered: the slot goes back now
+            // Answered: the deadline goes now, so that it never wakes the task
+            // afterwards (tokio's entry is let go of where tokio's `Timeout` lets go
+            // of it at its drop; the set's slot goes back).
+            match me.delay.as_mut().project() {
+                DelayProj::Tokio { .. } => me.delay.set(Delay::Idle),
+                DelayProj::InSet { request, .. } => request.give_back(),
+                DelayProj::Idle => {}
+            }
             return Poll::Ready(Ok(value));
         }
-        let Some(deadline) = *me.deadline else {
+        let (deadline, at, request, fallback) = match me.delay.project() {
+            DelayProj::Tokio { entry } => {
+                // As tokio's `Timeout`: its `Sleep` spends the budget; when the future
+                // spent it, the deadline is checked outside it.
+                let elapsed = if had_budget && !tokio::task::coop::has_budget_remaining() {
+                    let entry = std::pin::pin!(tokio::task::unconstrained(entry));
+                    entry.poll(cx)
+                } else {
+                    entry.poll(cx)
+                };
+                return elapsed.map(|()| Err(Elapsed::new()));
+            }
+            DelayProj::Idle => return Poll::Pending,
+            DelayProj::InSet {
+                deadline,
+                at,
+                request,
+                fallback,
+            } => (deadline, at, request, fallback),
+        };
+        let Some(deadline) = *deadline else {
             return Poll::Pending;
         };
-        if !passed(deadline, me.at, me.request, me.fallback, cx) {
+        if !passed(deadline, at, request, fallback, cx) {
             return Poll::Pending;
         }
-        me.request.give_back();
+        request.give_back();
         if had_budget && !tokio::task::coop::has_budget_remaining() {
             // The future spent the budget: tokio checks its deadline outside it.
             return Poll::Ready(Err(Elapsed::new()));
@@ -263,7 +351,14 @@ impl<F: fmt::Debug> fmt::Debug for Timeout<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Timeout")
             .field("value", &self.value)
-            .field("deadline", &self.deadline)
+            .field(
+                "deadline",
+                &match &self.delay {
+                    Delay::Tokio { entry } => Some(entry.deadline()),
+                    Delay::Idle => None,
+                    Delay::InSet { deadline, .. } => *deadline,
+                },
+            )
             .finish()
     }
 }

@@ -322,8 +322,10 @@ async fn a_pending_sleep_moved_earlier_wakes_at_the_new_deadline_as_tokios_does(
 
 /// A `Sleep` that left its deadline set for an entry of its own keeps a later reset a
 /// store: one registration for a thousand of them, and it still fires at the last.
+/// (The sets, as on a multi-thread runtime: forced here for the paused clock.)
 #[tokio::test(start_paused = true)]
 async fn a_sleep_on_an_entry_of_its_own_keeps_later_resets_stores() {
+    lazy_deadline::__private::prefer_sets(true);
     let start = Instant::now();
     let sleep = sleep_until(start + ms(500));
     tokio::pin!(sleep);

@@ -50,8 +50,9 @@
 mod deadline_set;
 mod request;
 mod runtime_life;
-mod thread_sets;
+pub(crate) mod thread_sets;
 
+pub(crate) use deadline_set::Bound;
 pub(crate) use request::{Filing, Request};
 pub(crate) use runtime_life::RuntimeLife;
 pub(crate) use thread_sets::pin_to_current;

@@ -49,11 +49,17 @@ impl Request {
     /// # Panics
     ///
     /// tokio's own panic outside a runtime, or in one without the time driver.
+    #[cfg(all(test, not(lazy_deadline_loom)))]
     #[track_caller]
-    #[inline(always)]
     pub fn current() -> Self {
+        Self::bound_to(thread_sets::current())
+    }
+
+    /// Bound to `bound`'s set, not filed.
+    #[inline(always)]
+    pub fn bound_to(bound: Bound) -> Self {
         Self {
-            bound: thread_sets::current(),
+            bound,
             filed: UNFILED,
             memo: WakerMemo::default(),
         }

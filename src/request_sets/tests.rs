@@ -58,3 +58,33 @@ fn a_set_bound_for_no_thread_or_let_go_by_its_thread_is_the_runtimes_orphan() {
         "let go by its thread: not left to the next"
     );
 }
+
+/// A current-thread runtime's timers take tokio's own entry: no thread binds a set
+/// for it (its own, or another in its context), so nothing of a set (its binding's
+/// driver probe, its entry) is ever in that runtime's driver. With the sets
+/// preferred (the crate's tests of them), a thread binds one as before.
+#[test]
+fn no_set_is_bound_for_a_current_thread_runtime() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let handle = runtime.handle().clone();
+    let on_another_thread = move |prefer: bool| {
+        let handle = handle.clone();
+        std::thread::spawn(move || {
+            super::thread_sets::prefer_sets(prefer);
+            let _inside = handle.enter();
+            let request = crate::timeout(std::time::Duration::from_millis(5), async {});
+            let sleep = crate::sleep(std::time::Duration::from_millis(5));
+            drop((request, sleep));
+            super::thread_sets::owned_here()
+        })
+        .join()
+        .unwrap()
+    };
+    assert_eq!(on_another_thread(false), 0, "a set was bound");
+    assert_eq!(on_another_thread(true), 1, "the sets, when preferred");
+    drop(runtime);
+}

@@ -20,6 +20,19 @@ use std::cell::{Cell, RefCell};
 use tokio::runtime::Id;
 
 thread_local! {
+    /// How many more timers this thread makes on tokio's own entry before it looks its
+    /// runtime up again (0: it looks it up, through its sets). Set when a lookup finds
+    /// a runtime whose timers no second worker contends for (see
+    /// [`takes_tokio_entry`]).
+    static TOKIO_ENTRY_HINT: Cell<TokioHint> = const {
+        Cell::new(TokioHint {
+            left: 0,
+            runtime: None,
+        })
+    };
+    /// Set by [`prefer_sets`]: this thread's timers take the deadline sets on every
+    /// runtime (how the crate's own tests reach the sets under a paused clock).
+    static PREFER_SETS: Cell<bool> = const { Cell::new(false) };
     /// The set the thread's last timer found, copied out of the list: a timer made in
     /// the same runtime finds it with one plain thread-local read (this one has no
     /// destructor to register), a runtime-id compare and the set's life word.
@@ -108,7 +121,103 @@ impl Drop for ThreadSets {
     }
 }
 
-/// The current thread's set for the current runtime.
+/// See `TOKIO_ENTRY_HINT`.
+#[derive(Clone, Copy)]
+struct TokioHint {
+    /// Timers left before the runtime is looked up again.
+    left: u8,
+    /// The runtime the lookup found (the timers' home while the hint holds).
+    runtime: Option<Id>,
+}
+
+/// Where a timer made now belongs (see [`current_or_tokio`]).
+pub(crate) enum Place {
+    /// In this deadline set.
+    Set(Bound),
+    /// On tokio's own entry, in the current runtime (this one, as far as the
+    /// thread's hint knows).
+    Tokio(Id),
+}
+
+/// How many timers a thread makes on a learnt "tokio's own entry" before it checks
+/// its runtime again: a thread that moved to a multi-thread runtime's context (a
+/// `block_on` of one after a current-thread runtime's) takes the sets again after at
+/// most this many timers, and the check costs each timer a share of one runtime
+/// lookup this small.
+const HINT_SPAN: u8 = u8::MAX;
+
+/// Whether a timer made here now takes tokio's own entry (a `tokio::time::Sleep` of
+/// its own, no deadline set) by the thread's hint, and the runtime the hint was
+/// learnt in: a thread-local read, a compare and a store, no runtime lookup. `None`
+/// means "ask [`current_or_tokio`]", which looks the runtime up and learns the hint
+/// again.
+///
+/// The runtime is the current one unless the thread entered another since it learnt
+/// the hint (at most [`HINT_SPAN`] timers ago): a timer's entry is tokio's, bound by
+/// tokio to the current runtime whatever the hint says, so a stale hint costs speed
+/// (a multi-thread runtime's timers on tokio's entry for a while) and, for a `Sleep`,
+/// one judgement of whether it is used at home (see `Sleep`'s `# Precision`).
+#[inline(always)]
+pub(crate) fn takes_tokio_entry() -> Option<Id> {
+    TOKIO_ENTRY_HINT.with(|cell| {
+        let hint = cell.get();
+        if hint.left == 0 {
+            return None;
+        }
+        cell.set(TokioHint {
+            left: hint.left - 1,
+            ..hint
+        });
+        hint.runtime
+    })
+}
+
+/// Whether a runtime's timers belong on tokio's own entry: no second worker contends
+/// for its driver's lock (a current-thread runtime), so tokio's path (an uncontended
+/// lock and an O(1) wheel insert) costs less than any deadline set. Learnt for the
+/// thread on the way.
+fn learn_tokio_entry(handle: &tokio::runtime::Handle) -> bool {
+    let direct = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+        && !PREFER_SETS.with(Cell::get)
+        && !sets_preferred_by_the_environment();
+    if direct {
+        TOKIO_ENTRY_HINT.with(|cell| {
+            cell.set(TokioHint {
+                left: HINT_SPAN,
+                runtime: Some(handle.id()),
+            })
+        });
+    }
+    direct
+}
+
+/// Whether `LAZY_DEADLINE_PREFER_SETS=1` is in the process's environment (read once):
+/// every thread's timers take the deadline sets on every runtime, as with
+/// [`prefer_sets`]. For the crate's CI, which runs the paused-clock suites through
+/// the sets too; not part of the API.
+fn sets_preferred_by_the_environment() -> bool {
+    static PREFERRED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PREFERRED
+        .get_or_init(|| std::env::var_os("LAZY_DEADLINE_PREFER_SETS").is_some_and(|v| v == "1"))
+}
+
+/// This thread's timers take the deadline sets on every runtime from now on (`true`),
+/// or tokio's own entry where that wins again (`false`). For the crate's tests of the
+/// sets under a paused clock (which only a current-thread runtime has).
+#[doc(hidden)]
+pub fn prefer_sets(prefer: bool) {
+    PREFER_SETS.with(|cell| cell.set(prefer));
+    TOKIO_ENTRY_HINT.with(|cell| {
+        cell.set(TokioHint {
+            left: 0,
+            runtime: None,
+        })
+    });
+}
+
+/// The current thread's set for the current runtime, or `None` where the timer takes
+/// tokio's own entry (the runtime is one whose timers nothing contends for: see
+/// [`learn_tokio_entry`]). Ask [`takes_tokio_entry`] first.
 ///
 /// # Panics
 ///
@@ -116,30 +225,54 @@ impl Drop for ThreadSets {
 /// caller).
 #[track_caller]
 #[inline(always)]
-pub(crate) fn current() -> Bound {
-    let last = LAST.with(Cell::get);
-    if let Some(last) = last {
-        if last.pinned {
-            if let Some(bound) = last.bound() {
-                return bound;
-            }
-        } else if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let same = last.runtime == handle.id();
-            drop(handle);
-            if same {
-                if let Some(bound) = last.bound() {
-                    return bound;
-                }
-            }
-        }
+pub(crate) fn current_or_tokio() -> Place {
+    if let Some(bound) = last_bound() {
+        return Place::Set(bound);
     }
-    slow()
+    match slow(true) {
+        Ok(bound) => Place::Set(bound),
+        Err(runtime) => Place::Tokio(runtime),
+    }
 }
 
-/// [`current`] past the thread's last set: its list, and a miss.
+/// The current thread's set for the current runtime.
+///
+/// # Panics
+///
+/// tokio's own panic outside a runtime, or in one without the time driver (at the
+/// caller).
+#[cfg(all(test, not(lazy_deadline_loom)))]
+#[track_caller]
+pub(crate) fn current() -> Bound {
+    if let Some(bound) = last_bound() {
+        return bound;
+    }
+    slow(false).expect("a set when tokio's entry is not allowed")
+}
+
+/// The thread's last set, if the current runtime is its runtime (and it lives).
+#[inline(always)]
+fn last_bound() -> Option<Bound> {
+    let last = LAST.with(Cell::get)?;
+    if last.pinned {
+        return last.bound();
+    }
+    let handle = tokio::runtime::Handle::try_current().ok()?;
+    let same = last.runtime == handle.id();
+    drop(handle);
+    if same {
+        last.bound()
+    } else {
+        None
+    }
+}
+
+/// [`current`] past the thread's last set: its list, and a miss. `Err` with the
+/// runtime (only if `tokio_entry` allows it): the runtime's timers take tokio's own
+/// entry.
 #[cold]
 #[track_caller]
-fn slow() -> Bound {
+fn slow(tokio_entry: bool) -> Result<Bound, Id> {
     let lookup = || {
         THREAD.try_with(|thread| {
             let thread = thread.try_borrow().ok()?;
@@ -179,14 +312,33 @@ fn slow() -> Bound {
     }
     let bound = match found {
         Ok(Some(Lookup::Found(bound))) => bound,
-        Ok(Some(Lookup::FirstPinned(handle, _))) => first_pinned(&handle),
-        Ok(Some(Lookup::Miss(handle))) => miss(&handle),
+        Ok(Some(Lookup::FirstPinned(handle, _))) => {
+            if tokio_entry && learn_tokio_entry(&handle) {
+                // The pin spares a set lookup, which tokio's entry never makes: the
+                // thread lets go of it (and of the runtime's handle).
+                unpin();
+                return Err(handle.id());
+            }
+            first_pinned(&handle)
+        }
+        Ok(Some(Lookup::Miss(handle))) => {
+            if tokio_entry && learn_tokio_entry(&handle) {
+                return Err(handle.id());
+            }
+            miss(&handle)
+        }
         // No runtime (tokio's panic, reported here at the caller), or the thread's
         // list is out of reach (its destructor ran, or it is borrowed).
-        _ => miss(&tokio::runtime::Handle::current()),
+        _ => {
+            let handle = tokio::runtime::Handle::current();
+            if tokio_entry && learn_tokio_entry(&handle) {
+                return Err(handle.id());
+            }
+            miss(&handle)
+        }
     };
     remember(bound);
-    bound
+    Ok(bound)
 }
 
 /// Keeps `bound` as the thread's last set, if it is one the thread owns.

@@ -109,9 +109,12 @@ impl OwnEntry {
         })
     }
 
-    /// Whether the deadline has passed, as far as the entry has seen.
+    /// Whether the deadline has passed: as far as the entry has seen where it is
+    /// armed at the deadline; where the entry fired before a deadline that moved
+    /// later since (nothing re-arms it until a poll), by the clock, as the re-armed
+    /// entry would once that passed.
     pub fn is_elapsed(&self) -> bool {
-        self.sleep.is_elapsed() && self.target <= self.armed
+        self.sleep.is_elapsed() && (self.target <= self.armed || self.target <= Instant::now())
     }
 
     /// Whether the deadline has passed (the entry fired at or after it): re-arms at

@@ -11,11 +11,18 @@ use std::time::Duration;
 /// Runs `f` on a new thread (whose thread-local sets start empty and go when it
 /// exits), and returns what it returns.
 fn on_a_thread_of_its_own<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::spawn(f).join().unwrap()
+    std::thread::spawn(|| {
+        thread_sets::prefer_sets(true);
+        f()
+    })
+    .join()
+    .unwrap()
 }
 
-/// A paused current-thread runtime (also the room's other unit tests').
+/// A paused current-thread runtime (also the room's other unit tests'), whose
+/// timers made on this thread take the deadline sets (these tests are the sets').
 pub(in crate::request_sets) fn paused() -> tokio::runtime::Runtime {
+    thread_sets::prefer_sets(true);
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
