@@ -4,13 +4,13 @@
 
 #[cfg(not(lazy_deadline_loom))]
 pub use std::sync::{
-    atomic::{fence, AtomicBool, AtomicU64, Ordering},
+    atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering},
     Arc, Mutex,
 };
 
 #[cfg(lazy_deadline_loom)]
 pub use loom::sync::{
-    atomic::{fence, AtomicBool, AtomicU64, Ordering},
+    atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering},
     Arc, Mutex,
 };
 

@@ -238,3 +238,63 @@ fn a_new_waker_racing_the_close_is_woken_or_sees_it() {
         );
     });
 }
+
+/// An expiry that finds nothing due sweeps the owner's answered slots (given back
+/// here, under the lock, where the owner may never take its lock again) while the
+/// owner answers without the lock and files its next request: every answered slot is
+/// given back once, the next request is never given back with them (it stays
+/// pending and is woken once at its deadline), and once nothing is filed no slot
+/// keeps a finished task's waker.
+#[test]
+fn an_expiry_sweeping_answered_slots_races_the_owners_answer_and_next_filing() {
+    loom::model(|| {
+        let (set, generation, mut view) = open_set(());
+        let (first_flag, first_waker) = WakeFlag::new();
+        let (second_flag, second_waker) = WakeFlag::new();
+        let (first, _) = file(&set, generation, LATE, &first_waker, Some(&mut view));
+        let (second, _) = file(&set, generation, LATE, &second_waker, Some(&mut view));
+        drop((first_waker, second_waker));
+        // An expiry with nothing due (the service of an entry armed early), with
+        // the kept wakers it lets go of dropped after the lock.
+        let sweep = {
+            let set = set.clone();
+            thread::spawn(move || {
+                let mut wake = Vec::new();
+                let let_go = set.state().with(|locked| {
+                    set.expire(locked, EARLY, &mut wake);
+                    locked.core.take_let_go()
+                });
+                assert!(wake.is_empty(), "nothing was due");
+                drop(let_go);
+            })
+        };
+        drop(set.cancel(first, Some(&mut view)));
+        let (next_flag, next_waker) = WakeFlag::new();
+        let (next, _) = file(&set, generation, LATE + 1, &next_waker, Some(&mut view));
+        drop(set.cancel(second, Some(&mut view)));
+        sweep.join().unwrap();
+        fire(&set, LATE + 1);
+        assert_eq!(
+            next_flag.count(),
+            1,
+            "the next request was not woken once (given back with the answered ones?)"
+        );
+        assert_eq!(first_flag.count() + second_flag.count(), 0);
+        drop(set.cancel(next, Some(&mut view)));
+        drop(next_waker);
+        set.state().with(|locked| {
+            assert_eq!(locked.core.filings(), 0, "a slot was never given back");
+        });
+        for (name, flag) in [
+            ("first", &first_flag),
+            ("second", &second_flag),
+            ("next", &next_flag),
+        ] {
+            assert_eq!(
+                Arc::strong_count(flag),
+                1,
+                "the {name} request's finished task is kept by the set"
+            );
+        }
+    });
+}

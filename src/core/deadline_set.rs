@@ -16,10 +16,15 @@
 //!   the owner has at most [`OWNER_SLOTS`] slots, never shrunk (a burst beyond them
 //!   takes remote slots), so its state words and its lock-free view never move once
 //!   grown, and remote slots, which keep no waker once free, shrink under the lock.
-//! - **Wakers.** A slot keeps the waker of its last request after the request is
-//!   answered: the next request of the same task usually takes the same slot (free
-//!   slots are reused last-in, first-out) and finds its waker there, so filing needs
-//!   no waker clone.
+//! - **Wakers.** An owner slot keeps the waker of its last request after the request
+//!   is answered, while the set has other requests filed: the next request of the
+//!   same task usually takes the same slot (free slots are reused last-in,
+//!   first-out) and finds its waker there, so filing needs no waker clone. Once
+//!   nothing is filed, every kept waker goes (a tokio waker keeps its task's cell,
+//!   the future inline: a finished task must not stay with the set): at the owner's
+//!   last answer (it takes the lock then), at an answer from another thread, and at
+//!   an expiry that finds only answered requests (the owner's answers of which
+//!   another thread's cannot see).
 //!
 //! Nothing here reads a clock or touches tokio.
 
@@ -35,9 +40,9 @@ use std::task::Waker;
 
 /// The owner thread's slots at most (and state words: 2 KiB). A thread with more
 /// requests in flight at once files the rest in remote slots (answered under the
-/// lock). The owner's slots are never shrunk: their kept wakers are only dropped
-/// when the set is cleared, after its lock, and the owner's view of the state words
-/// stays the set's own.
+/// lock). The owner's slots are never shrunk (their kept wakers go once nothing is
+/// filed, after the lock), and the owner's view of the state words stays the set's
+/// own.
 pub const OWNER_SLOTS: usize = 256;
 
 /// Remote slots kept when they shrink after a burst.
@@ -47,7 +52,8 @@ pub const SHRINK_KEEP: usize = 256;
 struct Slot {
     ticket: u64,
     deadline: u64,
-    /// The request's waker; kept after the request is answered, for the next one.
+    /// The request's waker; kept after the request is answered, for the next one,
+    /// while the set has requests filed (see the module docs).
     waker: Option<Waker>,
     /// Which lane holds its record (`ORDERED`: the ordered set).
     lane: u8,
@@ -73,6 +79,9 @@ pub struct SetCore {
     next_ticket: u64,
     /// Filings alive (owner slots not given back, remote filings not cancelled).
     filings: usize,
+    /// Kept wakers let go of under the lock by an expiry, for the service to drop
+    /// after it (see [`take_let_go`](Self::take_let_go)).
+    let_go: Vec<Waker>,
 }
 
 impl Default for SetCore {
@@ -87,6 +96,7 @@ impl Default for SetCore {
             lanes: Lanes::default(),
             next_ticket: 1,
             filings: 0,
+            let_go: Vec::new(),
         }
     }
 }
@@ -121,6 +131,7 @@ impl SetCore {
             None => return self.file_remote(deadline, waker),
         };
         let placement = self.fill(index, deadline, waker);
+        view.live = view.live.saturating_add(1);
         // Relaxed: read under this lock by the fire, and by the owner (this thread).
         self.states
             .get(index as usize)
@@ -197,6 +208,97 @@ impl SetCore {
             self.release_owned(filed);
         }
         view.to_reclaim = answered;
+    }
+
+    /// [`reclaim`](Self::reclaim), and if nothing is filed any more (every request
+    /// answered), the wakers the free owner slots kept, to drop after the lock: a
+    /// kept waker is its task's (a tokio waker keeps the task's cell, its future
+    /// inline), and a finished task's memory must not stay with the set.
+    /// Brings `view`'s count of pending owner filings back in step (answers made
+    /// under the lock, from other threads, are not counted off there).
+    pub fn reclaim_and_let_go(&mut self, view: &mut OwnerView) -> Vec<Waker> {
+        self.reclaim(view);
+        view.live = self.slots.iter().filter(|slot| slot.taken).count() as u32;
+        if view.live != 0 {
+            return Vec::new();
+        }
+        // Every owner slot is free (a remote slot keeps no waker once free).
+        self.slots
+            .iter_mut()
+            .filter_map(|slot| slot.waker.take())
+            .collect()
+    }
+
+    /// A request answered from a thread that is not the set's owner (under the
+    /// lock): [`cancel_locked`](Self::cancel_locked), and the waker its owner slot
+    /// kept goes too (its task finished or moved on; the owner, which reuses a slot's
+    /// waker for its next request, is elsewhere). If that was the last filing, every
+    /// kept waker goes (see [`reclaim_and_let_go`](Self::reclaim_and_let_go)).
+    /// Returns the wakers to drop after the lock.
+    pub fn answer_locked(&mut self, filed: Filed) -> (Option<Waker>, Vec<Waker>) {
+        if filed.is_remote() {
+            let waker = self.cancel_locked(filed);
+            return (waker, self.let_go_if_idle());
+        }
+        let pending = self
+            .slots
+            .get(filed.slot())
+            .is_some_and(|slot| slot.taken && slot.ticket == filed.ticket);
+        drop(self.cancel_locked(filed)); // `None`: an owner slot keeps its waker
+        let mut own = None;
+        if pending {
+            // Given back here, not by the owner: its count of pending ones is off by one.
+            self.states.answered_remotely();
+            own = self.slots[filed.slot()].waker.take();
+        }
+        (own, self.let_go_if_idle())
+    }
+
+    /// Gives back the owner slots whose requests the owner answered without the
+    /// lock and has not given back yet (their state word says cancelled; the owner's
+    /// own give-back of them later finds them free, and does nothing), and with
+    /// nothing filed then, lets go of the wakers the free owner slots kept (see
+    /// [`take_let_go`](Self::take_let_go)). So a thread whose last requests were
+    /// answered partly on other threads (whose answers it does not see) keeps no
+    /// finished task past the set's next expiry. O(owner slots), once per expiry
+    /// that found nothing pending due.
+    fn sweep_answered(&mut self) {
+        for i in 0..self.slots.len() {
+            let slot = &self.slots[i];
+            if !slot.taken {
+                continue;
+            }
+            let ticket = slot.ticket;
+            // Relaxed: under the lock; the owner writes a pending word once (to
+            // cancelled) without it, and never touches a cancelled one again.
+            if self.states.get(i).load(Ordering::Relaxed) == word(ticket, TAG_CANCELLED) {
+                self.release_owned(Filed {
+                    index: i as u32,
+                    ticket,
+                });
+            }
+        }
+        let let_go = self.let_go_if_idle();
+        self.let_go.extend(let_go);
+    }
+
+    /// The wakers an expiry let go of (see [`sweep_answered`](Self::sweep_answered)),
+    /// to drop after the lock.
+    pub fn take_let_go(&mut self) -> Vec<Waker> {
+        std::mem::take(&mut self.let_go)
+    }
+
+    /// With nothing filed, the wakers the free owner slots kept, to drop after the
+    /// lock.
+    fn let_go_if_idle(&mut self) -> Vec<Waker> {
+        if self.filings != 0 {
+            return Vec::new();
+        }
+        self.slots
+            .iter_mut()
+            .filter(|slot| !slot.taken)
+            .filter_map(|slot| slot.waker.take())
+            .collect()
     }
 
     /// A request cancelled from a thread that is not the owner's (or by a filing
@@ -315,8 +417,14 @@ impl SetCore {
     /// to `wake` (wake them after the lock), and returns the earliest deadline still
     /// pending (`NEVER`: none).
     pub fn expire(&mut self, up_to: u64, wake: &mut Vec<Waker>) -> u64 {
+        let woken = wake.len();
         while let Some(record) = self.lanes.pop_due(up_to) {
             self.fire(record, wake);
+        }
+        if wake.len() == woken && self.filings != 0 {
+            // Nothing was due but answered requests' records: the owner may have
+            // answered the rest without its lock and gone quiet.
+            self.sweep_answered();
         }
         let next = self.next_deadline();
         self.tidy();
@@ -345,6 +453,7 @@ impl SetCore {
     /// of this set through its waker cannot keep the set for ever), and the records
     /// go. Slots stay until their filings are dropped.
     pub fn close(&mut self, wake: &mut Vec<Waker>, drop_later: &mut Vec<Waker>) {
+        drop_later.append(&mut self.let_go);
         self.lanes.clear();
         for (index, slot) in self.slots.iter_mut().enumerate() {
             // Relaxed: under the lock (see `is_live`).

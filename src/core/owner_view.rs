@@ -12,7 +12,7 @@
 //! its driver fires it (the driver takes the waker under its lock and wakes it after).
 //! `loom-tests/tests/deadline_set.rs` checks it.
 
-use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::sync::{Arc, AtomicU32, AtomicU64, Ordering};
 
 /// `Filed::index` bit of a remote slot.
 pub(crate) const REMOTE: u32 = 1 << 31;
@@ -62,6 +62,9 @@ impl Filed {
 #[derive(Debug)]
 pub struct StateWords {
     words: Box<[AtomicU64]>,
+    /// Requests in the owner's slots answered under the lock from other threads
+    /// since the owner last looked (it takes them off its `OwnerView::live`).
+    remote_answers: AtomicU32,
 }
 
 impl StateWords {
@@ -77,7 +80,19 @@ impl StateWords {
                 AtomicU64::new(value)
             })
             .collect();
-        Self { words }
+        // Relaxed: under the lock, and the owner reads it with a swap.
+        let remote_answers =
+            AtomicU32::new(copy_from.map_or(0, |old| old.remote_answers.load(Ordering::Relaxed)));
+        Self {
+            words,
+            remote_answers,
+        }
+    }
+
+    /// An owner slot's request was answered under the lock (see `remote_answers`).
+    pub(crate) fn answered_remotely(&self) {
+        // Relaxed: a count the owner only uses as a hint of when to take the lock.
+        self.remote_answers.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -97,6 +112,12 @@ impl StateWords {
 pub struct OwnerView {
     pub(crate) states: Arc<StateWords>,
     pub(crate) to_reclaim: Vec<Filed>,
+    /// Requests filed in the owner's slots through this view and not answered yet
+    /// (a hint: a filing moved or cancelled under the lock is not taken off). When
+    /// it comes to zero, the owner takes the lock to give its answered slots back
+    /// and, if the set has nothing filed any more, to let go of the wakers they kept
+    /// (a kept waker keeps its finished task's memory).
+    pub(crate) live: u32,
 }
 
 impl OwnerView {
@@ -105,12 +126,13 @@ impl OwnerView {
         Self {
             states,
             to_reclaim: Vec::new(),
+            live: 0,
         }
     }
 
     /// The owner answers a request filed in one of its slots: marks it cancelled
     /// unless it already fired, and gives its slot back at the next lock. Returns
-    /// whether that should be now (see [`RECLAIM_BATCH`]).
+    /// whether that should be now (see [`RECLAIM_BATCH`], and `live`).
     /// A load and a store, no lock and no read-modify-write (see the module docs).
     #[inline]
     pub fn cancel(&mut self, filed: Filed) -> bool {
@@ -123,7 +145,14 @@ impl OwnerView {
             state.store(word(filed.ticket, TAG_CANCELLED), Ordering::Relaxed);
         }
         self.to_reclaim.push(filed);
-        self.to_reclaim.len() >= RECLAIM_BATCH
+        // Relaxed: a hint (see `live`); a plain load unless another thread answered
+        // one of the owner's requests since.
+        if self.states.remote_answers.load(Ordering::Relaxed) != 0 {
+            let remote = self.states.remote_answers.swap(0, Ordering::Relaxed);
+            self.live = self.live.saturating_sub(remote);
+        }
+        self.live = self.live.saturating_sub(1);
+        self.to_reclaim.len() >= RECLAIM_BATCH || self.live == 0
     }
 
     /// Whether this view's state words are `states`.

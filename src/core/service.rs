@@ -55,7 +55,8 @@ pub trait SetEntry {
 
 /// What a service leaves to do after the lock: the expired requests' wakers, and
 /// whether to service again (the entry kept firing at once for `MAX_ROUNDS` rounds).
-pub type Serviced = (Vec<Waker>, bool);
+/// (The third: kept wakers the service let go of, to drop after the lock.)
+pub type Serviced = (Vec<Waker>, bool, Vec<Waker>);
 
 impl<X: SetEntry> SharedSet<X> {
     /// Under the lock: see the module docs. Every call into the entry goes through
@@ -65,7 +66,7 @@ impl<X: SetEntry> SharedSet<X> {
         let mut wake = Vec::new();
         if self.is_closed() {
             // The runtime shut down: the close woke every request; nothing passes.
-            return (wake, false);
+            return (wake, false, Vec::new());
         }
         // One probe per service: a probe that did not fire moved the entry away from
         // the earliest deadline, and the round after it puts it back.
@@ -120,7 +121,7 @@ impl<X: SetEntry> SharedSet<X> {
                 // earliest request: the entry fires early once and re-arms then).
                 // Done, unless a fire came while the entry was called.
                 if !signalled {
-                    return (wake, false);
+                    return (wake, false, locked.core.take_let_go());
                 }
                 continue;
             }
@@ -130,7 +131,7 @@ impl<X: SetEntry> SharedSet<X> {
             // invariant on `armed` holds); if `next` has passed too, or tokio fired
             // it inside the reset, that poll reports the fire.
         }
-        (wake, true)
+        (wake, true, locked.core.take_let_go())
     }
 
     /// Under the lock, after a filing at `deadline`: whether the entry must move
@@ -183,12 +184,14 @@ impl<X: SetEntry> SharedSet<X> {
 
     /// After the lock: wakes the expired requests' tasks, and services again while
     /// the last service asked for it (through the hand-off: the lock may be taken).
-    pub fn after_service(&self, (wake, mut more): Serviced) {
+    pub fn after_service(&self, (wake, mut more, let_go): Serviced) {
         wake_all(wake);
+        drop(let_go);
         while more {
             match self.state().signal(|locked| self.service(locked)) {
-                Some((wake, again)) => {
+                Some((wake, again, let_go)) => {
                     wake_all(wake);
+                    drop(let_go);
                     more = again;
                 }
                 None => more = false, // the holder services

@@ -63,6 +63,18 @@ pub struct Locked<X> {
     pub extra: X,
 }
 
+/// What a cancel gives back, to drop after the lock and outside the thread's list
+/// (a waker's drop may run code that reaches the same set).
+#[derive(Debug)]
+#[must_use = "dropped after the lock"]
+#[allow(dead_code)] // held only to be dropped by the caller
+pub struct Cancelled {
+    /// The waker the request's slot held, if the slot gave it up.
+    pub waker: Option<Waker>,
+    /// Wakers that answered requests' slots kept, let go of once nothing is filed.
+    pub let_go: Vec<Waker>,
+}
+
 /// What a new waker's swap under the lock came to.
 enum Swap {
     /// Stored (the memo of what the slot holds now), with the waker it replaced.
@@ -390,30 +402,44 @@ impl<X> SharedSet<X> {
 
     /// Answers (cancels) `filed`: lock-free through the owner's `view` for an owner
     /// slot, under the lock otherwise (a remote slot, or a filing that moved away
-    /// from its owner thread). Returns the waker the slot gave up, to drop after the
+    /// from its owner thread). Returns the waker the slot gave up and, once nothing
+    /// is filed, the wakers answered requests' slots kept, to drop after the
     /// caller's own borrows too (a waker's drop may run any code).
     #[inline]
-    #[must_use]
-    pub fn cancel(&self, filed: Filed, view: Option<&mut OwnerView>) -> Option<Waker> {
+    pub fn cancel(&self, filed: Filed, view: Option<&mut OwnerView>) -> Cancelled {
         match view {
-            Some(view) if !filed.is_remote() => {
-                if view.cancel(filed) {
-                    self.flush(view);
-                }
-                None
+            Some(view) if !filed.is_remote() => Cancelled {
+                waker: None,
+                let_go: if view.cancel(filed) {
+                    self.flush(view)
+                } else {
+                    Vec::new()
+                },
+            },
+            _ => {
+                let (waker, let_go) = self.answer_locked(filed);
+                Cancelled { waker, let_go }
             }
-            _ => self.cancel_locked(filed),
         }
     }
 
     #[inline(never)]
-    fn cancel_locked(&self, filed: Filed) -> Option<Waker> {
-        self.state.with(|locked| locked.core.cancel_locked(filed))
+    fn answer_locked(&self, filed: Filed) -> (Option<Waker>, Vec<Waker>) {
+        self.state.with(|locked| locked.core.answer_locked(filed))
     }
 
-    /// Gives back the slots the owner answered since its last lock.
+    /// Gives back the slots the owner answered since its last lock; once the owner
+    /// has nothing pending, also the wakers the set's free slots kept, if the set
+    /// has nothing filed (returned, to drop after the lock).
     #[inline(never)]
-    pub fn flush(&self, view: &mut OwnerView) {
-        self.state.with(|locked| locked.core.reclaim(view));
+    pub fn flush(&self, view: &mut OwnerView) -> Vec<Waker> {
+        self.state.with(|locked| {
+            if view.live == 0 {
+                locked.core.reclaim_and_let_go(view)
+            } else {
+                locked.core.reclaim(view);
+                Vec::new()
+            }
+        })
     }
 }

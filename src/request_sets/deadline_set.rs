@@ -334,11 +334,13 @@ impl DeadlineSet {
         // drop may run any code.
         drop(entry);
         drop(waker);
-        drop(kept);
         wake_all(wake);
         if idle {
             self.retire(generation);
         }
+        // Last: a kept waker is a user's, and its drop may panic; the set is closed
+        // and its waiters woken by then.
+        drop(kept);
     }
 
     /// The thread that owned binding `generation` lets go of it (it exited, or found

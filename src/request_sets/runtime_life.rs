@@ -253,8 +253,20 @@ impl Drop for Sentinel {
         // The runtime's tasks are being dropped and its driver is still up: close
         // each set now (waking its requests, dropping its entry), before tokio shuts
         // the driver down and fires every entry.
+        // A user's waker whose drop panics (kept by an answered request's slot) must
+        // not stop the close of the other sets: each closes, and the first panic
+        // goes on after all of them.
+        let mut panic = None;
         for (set, generation) in sets.bound {
-            set.close(generation);
+            let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                set.close(generation);
+            }));
+            if let Err(payload) = closed {
+                panic.get_or_insert(payload);
+            }
+        }
+        if let Some(payload) = panic {
+            std::panic::resume_unwind(payload);
         }
     }
 }

@@ -40,6 +40,9 @@ fn expires_in_deadline_order_and_reports_the_next() {
 #[test]
 fn a_request_answered_by_its_owner_never_expires_and_its_slot_and_waker_are_reused() {
     let (mut set, mut view) = core_and_view();
+    // Another request of the thread stays pending throughout (with none, the last
+    // answer lets go of the kept wakers: the test below).
+    let (_other, _, _) = set.file_owned(1_000, Waker::noop(), &mut view);
     let (flag, waker) = crate::core::tests_support::counting_waker();
     let (first, memo, replaced) = set.file_owned(10, &waker, &mut view);
     assert!(replaced.is_none());
@@ -57,6 +60,26 @@ fn a_request_answered_by_its_owner_never_expires_and_its_slot_and_waker_are_reus
     assert_eq!(set.expire(15, &mut wake), 20);
     assert!(wake.is_empty(), "the answered deadline woke nobody");
     assert_eq!(flag.wakes(), 0);
+}
+
+#[test]
+fn the_owners_last_answer_lets_go_of_every_kept_waker() {
+    let (mut set, mut view) = core_and_view();
+    let (_, first_waker) = crate::core::tests_support::counting_waker();
+    let (_, second_waker) = crate::core::tests_support::counting_waker();
+    let (first, _, _) = set.file_owned(10, &first_waker, &mut view);
+    let (second, _, _) = set.file_owned(20, &second_waker, &mut view);
+    assert!(
+        !view.cancel(first),
+        "one of the thread's requests is still pending"
+    );
+    assert!(view.cancel(second), "the last answer asks for the lock");
+    let let_go = set.reclaim_and_let_go(&mut view);
+    assert_eq!(let_go.len(), 2, "a finished task's waker is kept");
+    assert_eq!(set.filings(), 0);
+    // Reused slots clone the next task's waker.
+    let (_, _, replaced) = set.file_owned(30, &first_waker, &mut view);
+    assert!(replaced.is_none());
 }
 
 #[test]
