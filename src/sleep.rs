@@ -21,8 +21,8 @@ use std::marker::PhantomPinned;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
-use tokio::runtime::Id;
 use tokio::time::Instant;
+use tokio_entry::TokioCounts;
 
 /// Waits until `duration` has elapsed; the lazy counterpart of [`tokio::time::sleep`].
 ///
@@ -47,7 +47,7 @@ use tokio::time::Instant;
 /// # }
 /// ```
 #[track_caller]
-#[inline]
+#[inline(always)]
 pub fn sleep(duration: Duration) -> Sleep {
     sleep_until(Instant::now() + duration.min(FAR_FUTURE))
 }
@@ -74,23 +74,32 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # }
 /// ```
 #[track_caller]
-#[inline]
+#[inline(always)]
 pub fn sleep_until(deadline: Instant) -> Sleep {
     // tokio's own entry, or this thread's set for the current runtime: either way a
     // missing runtime or time driver panics here with tokio's own message, and that
-    // runtime's clock judges it.
-    let place = match thread_sets::takes_tokio_entry() {
-        Some(home) => Place::tokio(deadline, home),
-        None => match thread_sets::current_or_tokio() {
-            thread_sets::Place::Set(bound) => Place::in_set(bound),
-            thread_sets::Place::Tokio(home) => Place::tokio(deadline, home),
-        },
+    // runtime's clock judges it. One struct literal on the hint's path, so that
+    // tokio's entry is made in its final place (no copy of it).
+    if thread_sets::takes_tokio_entry() {
+        Sleep {
+            place: Place::tokio(deadline),
+            _pinned: PhantomPinned,
+        }
+    } else {
+        sleep_until_looked_up(deadline)
+    }
+}
+
+/// [`sleep_until`] past the thread's hint: the runtime looked up.
+#[track_caller]
+#[inline(never)]
+fn sleep_until_looked_up(deadline: Instant) -> Sleep {
+    let place = match thread_sets::current_or_tokio() {
+        Some(bound) => Place::in_set(deadline, bound),
+        None => Place::tokio(deadline),
     };
     Sleep {
-        deadline,
         place,
-        counts: Counts::default(),
-        flags: 0,
         _pinned: PhantomPinned,
     }
 }
@@ -99,6 +108,15 @@ pin_project! {
     /// Future returned by [`sleep`] and [`sleep_until`]: a drop-in for
     /// [`tokio::time::Sleep`] whose [`reset`](Sleep::reset) to a later deadline is a
     /// field store.
+    ///
+    /// Where it is made decides where its deadline lives. On a current-thread runtime
+    /// (no second worker contends for tokio's timer driver, whose path is then
+    /// cheaper than any set) it is a `tokio::time::Sleep` of its own, inline: every
+    /// poll and reset is tokio's, but a reset to a later deadline while it waits,
+    /// which is a store (the entry fires at the earlier deadline, and the poll that
+    /// sees it re-arms at the later one). Outside a current-thread runtime's context
+    /// (polled from a plain thread or a multi-thread runtime) later resets are tokio's
+    /// too. The rest of these docs is about a multi-thread runtime:
     ///
     /// A fresh `Sleep` registers no runtime timer entry of its own: at its first poll
     /// it files its deadline in the *deadline set* that the thread it was made on
@@ -190,15 +208,12 @@ pin_project! {
     /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Sleep {
-        // The deadline exactly as the caller gave it (in the time base's nanoseconds
-        // only where needed: a `Sleep` dropped unpolled never converts it).
-        deadline: Instant,
-        // tokio's own entry, or the deadline set that judges it.
+        // tokio's own entry, or the deadline set that judges it, each with what it
+        // needs beside (in one enum, so that a `Sleep` on tokio's entry is no larger
+        // than 128 bytes: moved by value, as a `select!` moves it, it is copied
+        // inline, as tokio's 112 are, not by a call to `memcpy`).
         #[pin]
         place: Place,
-        counts: Counts,
-        // `RESET_UNPOLLED`, `COMPLETED`, `AWAY_KNOWN`, `AWAY`, `REGISTERED`.
-        flags: u8,
         // `!Unpin`, as tokio's.
         #[pin]
         _pinned: PhantomPinned,
@@ -215,11 +230,18 @@ pin_project! {
         Tokio {
             #[pin]
             entry: tokio::time::Sleep,
-            // The runtime it was made in (as the thread's hint has it: see
-            // `thread_sets::takes_tokio_entry`), for `away`.
-            home: Id,
+            // How far past `entry.deadline()` the deadline is, in nanoseconds: a
+            // later reset stored while the entry waits (see `tokio_entry`).
+            later: u64,
+            counts: TokioCounts,
+            // `AWAY_KNOWN`, `AWAY`, `REGISTERED`, `COMPLETED`.
+            flags: u8,
         },
         InSet {
+            // The deadline exactly as the caller gave it (in the time base's
+            // nanoseconds only where needed: a `Sleep` dropped unpolled never
+            // converts it).
+            deadline: Instant,
             // The deadline set that judges it (its thread's set for the runtime it
             // was made in), and where its deadline is filed there, from the first
             // poll on.
@@ -238,6 +260,9 @@ pin_project! {
             // if that has passed) without polling again. An entry of its own keeps it
             // as tokio's does.
             last_waker: Option<Waker>,
+            counts: Counts,
+            // `RESET_UNPOLLED`, `COMPLETED`, `AWAY_KNOWN`, `AWAY`.
+            flags: u8,
         },
     }
 }
@@ -246,22 +271,27 @@ impl Place {
     /// tokio's own entry at `deadline`, bound to the current runtime as tokio's
     /// `sleep_until` binds its own (and with tokio's panic where it panics).
     #[track_caller]
-    #[inline]
-    fn tokio(deadline: Instant, home: Id) -> Self {
+    #[inline(always)]
+    fn tokio(deadline: Instant) -> Self {
         Place::Tokio {
             entry: tokio::time::sleep_until(deadline),
-            home,
+            later: 0,
+            counts: TokioCounts::default(),
+            flags: 0,
         }
     }
 
-    /// In `bound`'s set, filed at the first poll.
+    /// In `bound`'s set at `deadline`, filed at the first poll.
     #[inline]
-    fn in_set(bound: Bound) -> Self {
+    fn in_set(deadline: Instant, bound: Bound) -> Self {
         Place::InSet {
+            deadline,
             request: Request::bound_to(bound),
             filed_at: NEVER,
             own: None,
             last_waker: None,
+            counts: Counts::default(),
+            flags: 0,
         }
     }
 }
@@ -277,8 +307,8 @@ const AWAY_KNOWN: u8 = 4;
 /// Used outside the runtime it was made in: later resets take effect at once (see
 /// the type's `# Precision`).
 const AWAY: u8 = 8;
-/// On tokio's own entry: the entry is in tokio's driver (polled or reset since the
-/// first poll), as tokio's `registered`.
+/// On tokio's own entry: the entry is in tokio's driver (polled or reset), as
+/// tokio's `registered`.
 const REGISTERED: u8 = 16;
 
 /// `Stats` in half the room (saturating): a `Sleep` is moved around by value.
@@ -304,7 +334,10 @@ impl Sleep {
     /// Returns the instant at which the future will complete: exactly the deadline
     /// last given to [`sleep_until`] or [`reset`](Sleep::reset).
     pub fn deadline(&self) -> Instant {
-        self.deadline
+        match &self.place {
+            Place::Tokio { entry, later, .. } => tokio_entry::deadline(entry, *later),
+            Place::InSet { deadline, .. } => *deadline,
+        }
     }
 
     /// Returns `true` if the deadline has been reached, as
@@ -312,35 +345,37 @@ impl Sleep {
     ///
     /// Like tokio's: `false` for a `Sleep` that was neither polled nor reset (tokio
     /// registers its timer on the first poll or reset), `true` once it completed or
-    /// its deadline set has seen the deadline pass. A deadline not filed yet (a reset
-    /// before the first poll, or a later reset since the filing expired) is judged by
-    /// the current tokio clock, where tokio would ask its driver; the future itself
-    /// only completes when the set has seen the deadline pass by the clock of the
-    /// runtime that owns it.
+    /// its entry or deadline set has seen the deadline pass. A deadline not in the
+    /// entry or the set yet (a reset before the first poll in a set, or a later
+    /// reset since the entry fired or the filing expired: nothing re-arms those until
+    /// a poll) is judged by the current tokio clock, where tokio would ask its
+    /// driver: `true` once that clock reads the deadline, as tokio's once its driver
+    /// has turned past it. The future itself only completes when its entry or set
+    /// has seen the deadline pass by the clock of the runtime that owns it.
     pub fn is_elapsed(&self) -> bool {
-        let (request, filed_at, own) = match &self.place {
-            Place::Tokio { entry, .. } => {
-                return tokio_entry::is_elapsed(entry, self.deadline, self.flags)
-            }
+        let (deadline, request, filed_at, own, flags) = match &self.place {
+            Place::Tokio { entry, later, .. } => return tokio_entry::is_elapsed(entry, *later),
             Place::InSet {
+                deadline,
                 request,
                 filed_at,
                 own,
+                flags,
                 ..
-            } => (request, *filed_at, own),
+            } => (*deadline, request, *filed_at, own, *flags),
         };
-        if self.flags & COMPLETED != 0 {
+        if flags & COMPLETED != 0 {
             return true;
         }
         if let Some(own) = own {
             return own.is_elapsed();
         }
         if request.is_filed() {
-            let at = to_nanos(self.deadline);
+            let at = to_nanos(deadline);
             return request.has_passed(at)
-                || (request.has_passed(filed_at) && self.deadline <= Instant::now());
+                || (request.has_passed(filed_at) && deadline <= Instant::now());
         }
-        self.flags & RESET_UNPOLLED != 0 && self.deadline <= Instant::now()
+        flags & RESET_UNPOLLED != 0 && deadline <= Instant::now()
     }
 
     /// Resets the `Sleep` to a new deadline, before or after it completed.
@@ -377,52 +412,51 @@ impl Sleep {
     #[inline]
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.project();
-        let completed = *this.flags & COMPLETED != 0;
-        if completed && deadline == *this.deadline {
-            return; // the same deadline: no move (it stays complete)
-        }
-        *this.deadline = deadline;
-        *this.flags = (*this.flags & !COMPLETED) | RESET_UNPOLLED;
-        let (request, filed_at, own, last_waker) = match this.place.project() {
-            PlaceProj::Tokio { entry, home } => {
-                tokio_entry::reset(entry, deadline, this.flags, *home, this.counts);
+        let (old, request, filed_at, own, last_waker, counts, flags) = match this.place.project() {
+            PlaceProj::Tokio {
+                entry,
+                later,
+                counts,
+                flags,
+            } => {
+                tokio_entry::reset(entry, later, deadline, flags, counts);
                 return;
             }
             PlaceProj::InSet {
+                deadline,
                 request,
                 filed_at,
                 own,
                 last_waker,
-            } => (request, filed_at, own, last_waker),
+                counts,
+                flags,
+            } => (deadline, request, filed_at, own, last_waker, counts, flags),
         };
+        let completed = *flags & COMPLETED != 0;
+        if completed && deadline == *old {
+            return; // the same deadline: no move (it stays complete)
+        }
+        *old = deadline;
+        *flags = (*flags & !COMPLETED) | RESET_UNPOLLED;
         if let Some(own) = own {
-            let flags = this.flags;
             own.as_mut().reset(
                 deadline,
                 completed,
                 || away(flags, request.runtime()),
-                this.counts,
+                counts,
             );
             return;
         }
         let at = to_nanos(deadline);
         if completed && last_waker.is_some() {
-            in_set::reset_completed(
-                request,
-                own,
-                deadline,
-                at,
-                filed_at,
-                this.counts,
-                last_waker,
-            );
+            in_set::reset_completed(request, own, deadline, at, filed_at, counts, last_waker);
             return;
         }
         if !request.is_filed() {
             return; // filed at the next poll, at the final deadline
         }
         let store = if at >= *filed_at {
-            at == *filed_at || !away(this.flags, request.runtime())
+            at == *filed_at || !away(flags, request.runtime())
         } else {
             // Earlier, but within the filing's tick: the set's entry fires both at
             // that tick's end.
@@ -431,7 +465,7 @@ impl Sleep {
                 .is_some_and(|end| Some(end) == request.tick_end(*filed_at))
         };
         if !store {
-            in_set::move_now(request, own, deadline, at, filed_at, this.counts);
+            in_set::move_now(request, own, deadline, at, filed_at, counts);
         }
     }
 
@@ -443,26 +477,36 @@ impl Sleep {
     /// `reset` (tokio offers nothing else there).
     pub(crate) fn reset_unregistered(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.project();
-        *this.deadline = deadline;
-        let (request, own) = match this.place.project() {
-            // A store: the entry fired (the `Sleep` completed), and the next poll
-            // re-arms it at the new deadline.
-            PlaceProj::Tokio { .. } => {
-                *this.flags &= !COMPLETED;
+        let (old, request, own, counts, flags) = match this.place.project() {
+            PlaceProj::Tokio {
+                entry,
+                later,
+                flags,
+                ..
+            } => {
+                tokio_entry::reset_unregistered(entry, later, deadline, flags);
                 return;
             }
-            PlaceProj::InSet { request, own, .. } => (request, own),
+            PlaceProj::InSet {
+                deadline,
+                request,
+                own,
+                counts,
+                flags,
+                ..
+            } => (deadline, request, own, counts, flags),
         };
+        *old = deadline;
         // After it completed only: an entry of its own has fired then, so its next
         // poll sees that and re-arms.
         debug_assert!(
-            *this.flags & COMPLETED != 0,
+            *flags & COMPLETED != 0,
             "reset_unregistered of a waiting Sleep"
         );
-        *this.flags &= !COMPLETED;
+        *flags &= !COMPLETED;
         match own {
             Some(entry) => entry.as_mut().retarget(deadline),
-            None => in_set::leave_unregistered(request, own, deadline, this.counts),
+            None => in_set::leave_unregistered(request, own, deadline, counts),
         }
     }
 
@@ -471,10 +515,17 @@ impl Sleep {
     /// moved later; and, once it has an entry of its own, that entry's arming and
     /// tokio resets), and how often a filing expired or its own entry fired
     /// (`entry_fires`). The set's one runtime entry is shared, and not counted here.
+    ///
+    /// On tokio's own entry (a current-thread runtime's `Sleep`), the first poll's or
+    /// reset's registration, tokio resets and re-arms of the entry, and its fires;
+    /// these counts saturate at 65,535.
     pub fn stats(&self) -> Stats {
-        Stats {
-            registrations: u64::from(self.counts.registrations),
-            entry_fires: u64::from(self.counts.fires),
+        match &self.place {
+            Place::Tokio { counts, .. } => counts.stats(),
+            Place::InSet { counts, .. } => Stats {
+                registrations: u64::from(counts.registrations),
+                entry_fires: u64::from(counts.fires),
+            },
         }
     }
 }
@@ -482,7 +533,7 @@ impl Sleep {
 /// Whether the `Sleep` is used away from its runtime `home` (judged once: see
 /// `AWAY`).
 #[inline]
-fn away(flags: &mut u8, home: Id) -> bool {
+fn away(flags: &mut u8, home: tokio::runtime::Id) -> bool {
     if *flags & AWAY_KNOWN == 0 {
         *flags |= AWAY_KNOWN;
         if crate::entry::polled_away_from(home) {
@@ -496,27 +547,33 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.project();
-        let (request, filed_at, own, last_waker) = match this.place.project() {
-            PlaceProj::Tokio { entry, .. } => {
-                return tokio_entry::poll(entry, *this.deadline, this.flags, this.counts, cx)
-            }
-            PlaceProj::InSet {
-                request,
-                filed_at,
-                own,
-                last_waker,
-            } => (request, filed_at, own, last_waker),
-        };
-        if *this.flags & COMPLETED == 0 {
+        let (deadline, request, filed_at, own, last_waker, counts, flags) =
+            match self.project().place.project() {
+                PlaceProj::Tokio {
+                    entry,
+                    later,
+                    counts,
+                    flags,
+                } => return tokio_entry::poll(entry, later, flags, counts, cx),
+                PlaceProj::InSet {
+                    deadline,
+                    request,
+                    filed_at,
+                    own,
+                    last_waker,
+                    counts,
+                    flags,
+                } => (*deadline, request, filed_at, own, last_waker, counts, flags),
+            };
+        if *flags & COMPLETED == 0 {
             let passed = match own {
-                Some(entry) => entry.as_mut().poll_fired(this.counts, cx),
-                None => in_set::poll(request, own, *this.deadline, filed_at, this.counts, cx),
+                Some(entry) => entry.as_mut().poll_fired(counts, cx),
+                None => in_set::poll(request, own, deadline, filed_at, counts, cx),
             };
             if !passed {
                 return Poll::Pending;
             }
-            *this.flags |= COMPLETED;
+            *flags |= COMPLETED;
         } else if let Some(own) = own {
             // Completed: as tokio's `Ready` poll, the entry keeps this waker.
             own.as_mut().keep_waker(cx);
@@ -541,7 +598,7 @@ impl Future for Sleep {
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut f = f.debug_struct("Sleep");
-        f.field("deadline", &self.deadline);
+        f.field("deadline", &self.deadline());
         match &self.place {
             Place::Tokio { entry, .. } => f.field("tokio_entry_armed_at", &entry.deadline()),
             Place::InSet {

@@ -221,6 +221,26 @@ pub(crate) fn to_nanos(at: Instant) -> u64 {
     }
 }
 
+/// How many nanoseconds `later` is past `earlier`, if it is later and that fits in a
+/// `u64` (584 years). From the instants' parts where the fast path holds (checked
+/// against std once, with the base), else std's subtraction: a later reset of a
+/// `Sleep` on tokio's entry stores this, so it is on a connection's per-packet path.
+#[inline]
+pub(crate) fn nanos_after(earlier: Instant, later: Instant) -> Option<u64> {
+    let (earlier, later) = (earlier.into_std(), later.into_std());
+    if base().parts.is_some() {
+        if let (Some((s0, n0)), Some((s1, n1))) = (parts(earlier), parts(later)) {
+            let since = (i128::from(s1) - i128::from(s0)) * i128::from(NANOS_PER_SEC)
+                + i128::from(n1)
+                - i128::from(n0);
+            return u64::try_from(since).ok().filter(|&nanos| nanos > 0);
+        }
+    }
+    u64::try_from(later.checked_duration_since(earlier)?.as_nanos())
+        .ok()
+        .filter(|&nanos| nanos > 0)
+}
+
 /// The instant `nanos` after the base. A saturated value (see `core::SATURATED`), or
 /// one past the "never" instant, maps to that instant, which [`to_nanos`] maps back
 /// to saturated: a deadline that was "never" stays "never" when read out and given

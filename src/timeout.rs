@@ -2,7 +2,7 @@
 //! that register no runtime timer entry of their own (see `crate::request_sets`).
 
 use crate::error::Elapsed;
-use crate::request_sets::thread_sets::{self, Place};
+use crate::request_sets::thread_sets;
 use crate::request_sets::{Bound, Filing, Request};
 use crate::time_base::to_nanos;
 use pin_project_lite::pin_project;
@@ -14,10 +14,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Requires `future` to complete within `duration`; the lazy counterpart of
-/// [`tokio::time::timeout`], with the same behaviour, but no runtime timer entry
-/// of its own: its deadline is filed in a set that this thread keeps for the
-/// current runtime, whose one entry serves every request's deadline. Like tokio's,
-/// it belongs to that runtime from here on, wherever it is awaited.
+/// [`tokio::time::timeout`], with the same behaviour. On a multi-thread runtime it
+/// has no runtime timer entry of its own: its deadline is filed in a set that this
+/// thread keeps for the current runtime, whose one entry serves every request's
+/// deadline, so requests on several workers do not contend for tokio's one driver
+/// lock. On a current-thread runtime, where nothing contends for that lock and
+/// tokio's path costs less than any set, its deadline is a `tokio::time::Sleep` of
+/// its own, as tokio's is. Like tokio's, it belongs to the current runtime from
+/// here on, wherever it is awaited.
 ///
 /// The deadline is fixed here (`Instant::now() + duration`; one that overflows never
 /// elapses). The future is polled first, so one that is ready gives `Ok` even past
@@ -57,15 +61,23 @@ use tokio::time::Instant;
 /// # }
 /// ```
 #[track_caller]
-#[inline]
+#[inline(always)]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    let delay = if thread_sets::takes_tokio_entry().is_some() {
-        Delay::tokio(Instant::now().checked_add(duration))
-    } else {
-        match thread_sets::current_or_tokio() {
-            Place::Set(bound) => Delay::in_set(Instant::now().checked_add(duration), bound),
-            Place::Tokio(_) => Delay::tokio(Instant::now().checked_add(duration)),
+    if thread_sets::takes_tokio_entry() {
+        if let Some(deadline) = Instant::now().checked_add(duration) {
+            // One struct literal, so that tokio's entry is made in its final place.
+            return Timeout {
+                value: future.into_future(),
+                delay: Delay::Tokio {
+                    entry: tokio::time::sleep_until(deadline),
+                },
+            };
         }
+        return Timeout::new(future.into_future(), Delay::tokio(None));
+    }
+    let delay = match thread_sets::current_or_tokio() {
+        Some(bound) => Delay::in_set(Instant::now().checked_add(duration), bound),
+        None => Delay::tokio(Instant::now().checked_add(duration)),
     };
     Timeout::new(future.into_future(), delay)
 }
@@ -92,15 +104,19 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// # }
 /// ```
 #[track_caller]
-#[inline]
+#[inline(always)]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    let delay = if thread_sets::takes_tokio_entry().is_some() {
-        Delay::tokio(Some(deadline))
-    } else {
-        match thread_sets::current_or_tokio() {
-            Place::Set(bound) => Delay::in_set(Some(deadline), bound),
-            Place::Tokio(_) => Delay::tokio(Some(deadline)),
-        }
+    if thread_sets::takes_tokio_entry() {
+        return Timeout {
+            value: future.into_future(),
+            delay: Delay::Tokio {
+                entry: tokio::time::sleep_until(deadline),
+            },
+        };
+    }
+    let delay = match thread_sets::current_or_tokio() {
+        Some(bound) => Delay::in_set(Some(deadline), bound),
+        None => Delay::tokio(Some(deadline)),
     };
     Timeout::new(future.into_future(), delay)
 }
@@ -229,6 +245,9 @@ impl<F: Future> Future for Timeout<F> {
             // afterwards (tokio's entry is let go of where tokio's `Timeout` lets go
             // of it at its drop; the set's slot goes back).
             match me.delay.as_mut().project() {
+                // (A flag "polled" would spare this drop at an answer at the first
+                // poll, but makes `Delay` larger than tokio's `Sleep`: a `Timeout`
+                // past 128 bytes is moved by `memcpy`, which costs more.)
                 DelayProj::Tokio { .. } => me.delay.set(Delay::Idle),
                 DelayProj::InSet { request, .. } => request.give_back(),
                 DelayProj::Idle => {}
@@ -354,7 +373,7 @@ impl<F: fmt::Debug> fmt::Debug for Timeout<F> {
             .field(
                 "deadline",
                 &match &self.delay {
-                    Delay::Tokio { entry } => Some(entry.deadline()),
+                    Delay::Tokio { entry, .. } => Some(entry.deadline()),
                     Delay::Idle => None,
                     Delay::InSet { deadline, .. } => *deadline,
                 },

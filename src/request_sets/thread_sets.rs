@@ -24,12 +24,7 @@ thread_local! {
     /// runtime up again (0: it looks it up, through its sets). Set when a lookup finds
     /// a runtime whose timers no second worker contends for (see
     /// [`takes_tokio_entry`]).
-    static TOKIO_ENTRY_HINT: Cell<TokioHint> = const {
-        Cell::new(TokioHint {
-            left: 0,
-            runtime: None,
-        })
-    };
+    static TOKIO_ENTRY_HINT: Cell<u8> = const { Cell::new(0) };
     /// Set by [`prefer_sets`]: this thread's timers take the deadline sets on every
     /// runtime (how the crate's own tests reach the sets under a paused clock).
     static PREFER_SETS: Cell<bool> = const { Cell::new(false) };
@@ -121,24 +116,6 @@ impl Drop for ThreadSets {
     }
 }
 
-/// See `TOKIO_ENTRY_HINT`.
-#[derive(Clone, Copy)]
-struct TokioHint {
-    /// Timers left before the runtime is looked up again.
-    left: u8,
-    /// The runtime the lookup found (the timers' home while the hint holds).
-    runtime: Option<Id>,
-}
-
-/// Where a timer made now belongs (see [`current_or_tokio`]).
-pub(crate) enum Place {
-    /// In this deadline set.
-    Set(Bound),
-    /// On tokio's own entry, in the current runtime (this one, as far as the
-    /// thread's hint knows).
-    Tokio(Id),
-}
-
 /// How many timers a thread makes on a learnt "tokio's own entry" before it checks
 /// its runtime again: a thread that moved to a multi-thread runtime's context (a
 /// `block_on` of one after a current-thread runtime's) takes the sets again after at
@@ -147,28 +124,23 @@ pub(crate) enum Place {
 const HINT_SPAN: u8 = u8::MAX;
 
 /// Whether a timer made here now takes tokio's own entry (a `tokio::time::Sleep` of
-/// its own, no deadline set) by the thread's hint, and the runtime the hint was
-/// learnt in: a thread-local read, a compare and a store, no runtime lookup. `None`
-/// means "ask [`current_or_tokio`]", which looks the runtime up and learns the hint
-/// again.
+/// its own, no deadline set) by the thread's hint: a thread-local read, a compare and
+/// a store, no runtime lookup. `false` means "ask [`current_or_tokio`]", which looks
+/// the runtime up and learns the hint again.
 ///
-/// The runtime is the current one unless the thread entered another since it learnt
-/// the hint (at most [`HINT_SPAN`] timers ago): a timer's entry is tokio's, bound by
-/// tokio to the current runtime whatever the hint says, so a stale hint costs speed
-/// (a multi-thread runtime's timers on tokio's entry for a while) and, for a `Sleep`,
-/// one judgement of whether it is used at home (see `Sleep`'s `# Precision`).
+/// A timer on tokio's entry is bound by tokio to the current runtime, whatever the
+/// hint says: a stale hint (the thread entered a multi-thread runtime's context
+/// since it learnt it, at most [`HINT_SPAN`] timers ago) costs speed, never
+/// correctness.
 #[inline(always)]
-pub(crate) fn takes_tokio_entry() -> Option<Id> {
-    TOKIO_ENTRY_HINT.with(|cell| {
-        let hint = cell.get();
-        if hint.left == 0 {
-            return None;
+pub(crate) fn takes_tokio_entry() -> bool {
+    TOKIO_ENTRY_HINT.with(|left| {
+        let n = left.get();
+        if n == 0 {
+            return false;
         }
-        cell.set(TokioHint {
-            left: hint.left - 1,
-            ..hint
-        });
-        hint.runtime
+        left.set(n - 1);
+        true
     })
 }
 
@@ -181,12 +153,7 @@ fn learn_tokio_entry(handle: &tokio::runtime::Handle) -> bool {
         && !PREFER_SETS.with(Cell::get)
         && !sets_preferred_by_the_environment();
     if direct {
-        TOKIO_ENTRY_HINT.with(|cell| {
-            cell.set(TokioHint {
-                left: HINT_SPAN,
-                runtime: Some(handle.id()),
-            })
-        });
+        TOKIO_ENTRY_HINT.with(|left| left.set(HINT_SPAN));
     }
     direct
 }
@@ -207,12 +174,7 @@ fn sets_preferred_by_the_environment() -> bool {
 #[doc(hidden)]
 pub fn prefer_sets(prefer: bool) {
     PREFER_SETS.with(|cell| cell.set(prefer));
-    TOKIO_ENTRY_HINT.with(|cell| {
-        cell.set(TokioHint {
-            left: 0,
-            runtime: None,
-        })
-    });
+    TOKIO_ENTRY_HINT.with(|left| left.set(0));
 }
 
 /// The current thread's set for the current runtime, or `None` where the timer takes
@@ -225,14 +187,11 @@ pub fn prefer_sets(prefer: bool) {
 /// caller).
 #[track_caller]
 #[inline(always)]
-pub(crate) fn current_or_tokio() -> Place {
+pub(crate) fn current_or_tokio() -> Option<Bound> {
     if let Some(bound) = last_bound() {
-        return Place::Set(bound);
+        return Some(bound);
     }
-    match slow(true) {
-        Ok(bound) => Place::Set(bound),
-        Err(runtime) => Place::Tokio(runtime),
-    }
+    slow(true).ok()
 }
 
 /// The current thread's set for the current runtime.

@@ -6,59 +6,93 @@
 //! tokio's, but one: a reset to a later deadline while the entry waits is a store.
 //!
 //! The lazy rule: the entry stays armed at its `deadline()` (`armed`), and the
-//! `Sleep`'s deadline may be later. The entry fires at `armed` and wakes the task;
-//! the poll that finds it fired before the deadline re-arms it there (tokio's reset,
-//! which keeps the entry's waker). Every other reset is tokio's own: earlier (tokio
-//! moves the entry, and wakes at once if that has passed), and any reset once the
-//! entry fired (tokio re-registers it with the waker of its last poll, so the task is
-//! woken at the new deadline without polling again). The same deadline again is no
-//! move at all.
+//! `Sleep`'s deadline may be later by `later` nanoseconds. The entry fires at
+//! `armed` and wakes the task; the poll that finds it fired before the deadline
+//! re-arms it there (tokio's reset, which keeps the entry's waker). Every other
+//! reset is tokio's own: the first (tokio registers the entry there, as at the first
+//! poll), earlier (tokio moves the entry, and wakes at once if that has passed), and
+//! any reset once the entry fired (tokio re-registers it with the waker of its last
+//! poll, so the task is woken at the new deadline without polling again). The same
+//! deadline again is no move at all. Used away from home (outside a current-thread
+//! runtime's context: a plain thread, a multi-thread runtime), later resets are
+//! tokio's too: the home runtime's paused clock does not wait for such a poller.
 //!
-//! Resets before the first poll are stores too: the first poll arms the entry once,
-//! at the final deadline, as tokio's first poll registers it.
-//!
-//! `is_elapsed` answers from tokio's entry where the entry is armed at the deadline;
-//! where the deadline is not in tokio's driver (reset before the first poll, or moved
-//! later after the entry fired at `armed`), from the clock, as the entry would once
-//! re-armed: tokio's `Instant::now()`, the clock of the runtime the caller is in.
+//! `is_elapsed` answers from tokio's entry, and where the deadline moved later than
+//! a fired entry (nothing re-arms it until a poll), from the clock, as the re-armed
+//! entry would once the deadline passed: tokio's `Instant::now()`, the clock of the
+//! runtime the caller is in.
 
-use super::{away, Counts, COMPLETED, REGISTERED, RESET_UNPOLLED};
+use super::{COMPLETED, REGISTERED};
+use crate::stats::Stats;
+use crate::time_base::nanos_after;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::runtime::Id;
+use std::time::Duration;
 use tokio::time::Instant;
 
-/// A poll: tokio's, after arming the entry at the deadline where it is not there
-/// (the first poll after resets that were stores, or a fire at an earlier `armed`).
+/// `AWAY` is known (judged at the first later reset that could be a store).
+const AWAY_KNOWN: u8 = super::AWAY_KNOWN;
+/// Used outside a current-thread runtime's context.
+const AWAY: u8 = super::AWAY;
+
+/// `Stats` in a quarter of a `Counts` (saturating): a `Sleep` on tokio's entry stays
+/// within 128 bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct TokioCounts {
+    registrations: u16,
+    fires: u16,
+}
+
+impl TokioCounts {
+    #[inline]
+    fn registered(&mut self) {
+        self.registrations = self.registrations.saturating_add(1);
+    }
+
+    #[inline]
+    fn fired(&mut self) {
+        self.fires = self.fires.saturating_add(1);
+    }
+
+    pub(super) fn stats(self) -> Stats {
+        Stats {
+            registrations: u64::from(self.registrations),
+            entry_fires: u64::from(self.fires),
+        }
+    }
+}
+
+/// The `Sleep`'s deadline: `later` past where the entry is armed.
+#[inline]
+pub(super) fn deadline(entry: &tokio::time::Sleep, later: u64) -> Instant {
+    if later == 0 {
+        return entry.deadline();
+    }
+    entry.deadline() + Duration::from_nanos(later)
+}
+
+/// A poll: tokio's, after re-arming an entry that fired before the deadline.
 #[inline]
 pub(super) fn poll(
     mut entry: Pin<&mut tokio::time::Sleep>,
-    deadline: Instant,
+    later: &mut u64,
     flags: &mut u8,
-    counts: &mut Counts,
+    counts: &mut TokioCounts,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
     if *flags & REGISTERED == 0 {
-        // The first poll: tokio registers here (after resets that were stores, at
-        // their final deadline).
-        *flags |= REGISTERED;
+        *flags |= REGISTERED; // tokio's first poll registers the entry
         counts.registered();
-        if deadline != entry.deadline() {
-            entry.as_mut().reset(deadline);
-        }
-    } else if deadline != entry.deadline() && entry.is_elapsed() {
-        // Fired at `armed`; the deadline moved later since (a store): re-arm there.
-        counts.fired();
-        counts.registered();
-        entry.as_mut().reset(deadline);
+    } else if *later != 0 && entry.is_elapsed() {
+        rearm(entry.as_mut(), later, counts);
     }
     // At most twice: the second time the entry is armed at the deadline.
     for _ in 0..2 {
         if entry.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
-        if deadline == entry.deadline() {
+        if *later == 0 {
             if *flags & COMPLETED == 0 {
                 // Repeated `Ready` polls are not new fires.
                 *flags |= COMPLETED;
@@ -66,47 +100,101 @@ pub(super) fn poll(
             }
             return Poll::Ready(());
         }
-        // It fired at `armed` between the check above and this poll (its driver runs
-        // on another thread): re-arm at the deadline and poll again, which registers
-        // this waker there (or finds it passed).
-        counts.fired();
-        counts.registered();
-        entry.as_mut().reset(deadline);
+        // It fired at `armed` between the check above and this poll (its driver
+        // runs on another thread): re-arm at the deadline and poll again, which
+        // registers this waker there (or finds it passed).
+        rearm(entry.as_mut(), later, counts);
     }
     Poll::Pending
 }
 
-/// A reset to `deadline` (stored by the caller), `flags` as they are after it;
-/// `home`: the runtime it was made in.
+/// The entry fired at `armed`, before the deadline (`later` past it): re-arm there.
+fn rearm(entry: Pin<&mut tokio::time::Sleep>, later: &mut u64, counts: &mut TokioCounts) {
+    let target = deadline(&entry, *later);
+    *later = 0;
+    counts.fired();
+    counts.registered();
+    entry.reset(target);
+}
+
+/// A reset to `target` (see the module docs).
 #[inline]
 pub(super) fn reset(
     entry: Pin<&mut tokio::time::Sleep>,
-    deadline: Instant,
+    later: &mut u64,
+    target: Instant,
     flags: &mut u8,
-    home: Id,
-    counts: &mut Counts,
+    counts: &mut TokioCounts,
 ) {
-    if *flags & REGISTERED == 0 {
-        return; // the first poll arms it, at the final deadline
-    }
     let armed = entry.deadline();
-    if deadline == armed || (deadline > armed && !entry.is_elapsed() && !away(flags, home)) {
-        // The same deadline: no move. Later while the entry waits (at home: see
-        // `Sleep`'s `# Precision`): it fires at `armed`, and the poll that sees it
-        // re-arms at the deadline.
+    if *flags & REGISTERED != 0 {
+        if target == armed {
+            *later = 0; // the entry is armed there already (the same deadline: no move)
+            return;
+        }
+        if target > armed && !entry.is_elapsed() && !away(flags) {
+            // Later while the entry waits: it fires at `armed`, and the poll that sees
+            // it re-arms at the deadline (a gap too large for `later` is tokio's reset).
+            if let Some(gap) = nanos_after(armed, target) {
+                *later = gap;
+                return;
+            }
+        }
+    } else if target == armed {
+        // Not in tokio's driver yet, and the same deadline: tokio's reset registers,
+        // as the first poll would.
+        *flags |= REGISTERED;
+        counts.registered();
+        entry.reset(target);
         return;
     }
+    *flags = (*flags & !COMPLETED) | REGISTERED;
+    *later = 0;
     counts.registered();
-    entry.reset(deadline);
+    entry.reset(target);
+}
+
+/// A reset that registers nothing, after the `Sleep` completed (`Interval`'s after a
+/// tick): a store; the next poll finds the entry fired before the deadline and
+/// re-arms it there.
+#[inline]
+pub(super) fn reset_unregistered(
+    entry: Pin<&mut tokio::time::Sleep>,
+    later: &mut u64,
+    target: Instant,
+    flags: &mut u8,
+) {
+    let armed = entry.deadline();
+    *flags &= !COMPLETED;
+    match nanos_after(armed, target) {
+        Some(gap) => *later = gap,
+        None => {
+            // Not later than where the entry fired (or too far for `later`): tokio's
+            // reset, as `Interval`'s first tick of a zero period needs nothing else.
+            *later = 0;
+            entry.reset(target);
+        }
+    }
 }
 
 /// `Sleep::is_elapsed` (see the module docs).
 #[inline]
-pub(super) fn is_elapsed(entry: &tokio::time::Sleep, deadline: Instant, flags: u8) -> bool {
-    if flags & REGISTERED == 0 {
-        // Not in tokio's driver: tokio's would be if it was reset (tokio registers on
-        // reset), and elapsed once the deadline passed.
-        return flags & RESET_UNPOLLED != 0 && deadline <= Instant::now();
+pub(super) fn is_elapsed(entry: &tokio::time::Sleep, later: u64) -> bool {
+    entry.is_elapsed() && (later == 0 || deadline(entry, later) <= Instant::now())
+}
+
+/// Whether the `Sleep` is used outside a current-thread runtime's context (judged
+/// once, at its first reset that could be a store): there, later resets are tokio's
+/// own, as a paused home clock need not wait for this poller to re-arm.
+#[inline]
+fn away(flags: &mut u8) -> bool {
+    if *flags & AWAY_KNOWN == 0 {
+        *flags |= AWAY_KNOWN;
+        if !tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
+        {
+            *flags |= AWAY;
+        }
     }
-    entry.is_elapsed() && (deadline == entry.deadline() || deadline <= Instant::now())
+    *flags & AWAY != 0
 }
