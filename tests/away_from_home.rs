@@ -86,8 +86,14 @@ fn first_wake<P: Probe>(make: impl FnOnce(Instant) -> P) -> (bool, Duration) {
         probe.move_later(start);
         assert!(probe.poll(&mut cx).is_pending());
         result_tx.send(()).unwrap(); // now let the home runtime run
+        // A watchdog: a lost wake fails here by name instead of hanging the suite.
+        let limit = std::time::Instant::now() + Duration::from_secs(60);
         while !flag.woken.load(Ordering::SeqCst) {
-            std::thread::park();
+            assert!(
+                std::time::Instant::now() < limit,
+                "never woken after its move later (a lost wake)"
+            );
+            std::thread::park_timeout(Duration::from_millis(100));
         }
         let ready = probe.poll(&mut cx).is_ready();
         let at = flag.first_wake.lock().unwrap().expect("woken");

@@ -17,35 +17,38 @@ use tokio::time::Instant;
 /// its clock there.
 #[test]
 fn timers_made_from_another_thread_never_move_a_paused_clock() {
-    watchdog("paused clock vs another thread's timers", Duration::from_secs(120), || {
-        for round in 0..200 {
-            let runtime = common::paused_runtime();
-            let handle = runtime.handle().clone();
-            runtime.block_on(async move {
-                let start = Instant::now();
-                let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-                std::thread::spawn(move || {
-                    let _inside = handle.enter();
-                    let request =
-                        lazy_deadline::timeout(ms(100), std::future::pending::<()>());
-                    tokio::pin!(request);
-                    let _ = poll_once(request.as_mut());
-                    let sleep = lazy_deadline::sleep(ms(100));
-                    tokio::pin!(sleep);
-                    let _ = poll_once(sleep.as_mut());
-                    let _ = done_tx.send(());
+    watchdog(
+        "paused clock vs another thread's timers",
+        Duration::from_secs(120),
+        || {
+            for round in 0..200 {
+                let runtime = common::paused_runtime();
+                let handle = runtime.handle().clone();
+                runtime.block_on(async move {
+                    let start = Instant::now();
+                    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+                    std::thread::spawn(move || {
+                        let _inside = handle.enter();
+                        let request = lazy_deadline::timeout(ms(100), std::future::pending::<()>());
+                        tokio::pin!(request);
+                        let _ = poll_once(request.as_mut());
+                        let sleep = lazy_deadline::sleep(ms(100));
+                        tokio::pin!(sleep);
+                        let _ = poll_once(sleep.as_mut());
+                        let _ = done_tx.send(());
+                    });
+                    done_rx.await.unwrap();
+                    // Each timer's deadline is 100 ms from the clock it was made at, and
+                    // the clock may have jumped to the first before the second was made.
+                    let moved = Instant::now() - start;
+                    assert!(
+                        moved <= ms(200),
+                        "round {round}: the paused clock moved by {moved:?}"
+                    );
                 });
-                done_rx.await.unwrap();
-                // Each timer's deadline is 100 ms from the clock it was made at, and
-                // the clock may have jumped to the first before the second was made.
-                let moved = Instant::now() - start;
-                assert!(
-                    moved <= ms(200),
-                    "round {round}: the paused clock moved by {moved:?}"
-                );
-            });
-        }
-    });
+            }
+        },
+    );
 }
 
 /// A `timeout` made in a task's `Drop` while its current-thread runtime shuts down
