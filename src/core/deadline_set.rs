@@ -174,7 +174,11 @@ impl SetCore {
         let ticket = self.queue(index, deadline);
         let slot = self.slot_mut(index);
         let replaced = keep_or_replace(&mut slot.waker, waker);
-        let memo = WakerMemo::of(slot.waker.as_ref().expect("just stored"));
+        // The memo names the poll's waker, not the clone stored: a clone need not
+        // keep its original's vtable address (tokio's current-thread `block_on`
+        // waker's does not), and a memo of the clone would never match the next poll
+        // (a lock per pending poll). The slot holds a waker of the same task.
+        let memo = WakerMemo::of(waker);
         slot.taken = true;
         slot.fired = false;
         self.filings += 1;

@@ -389,7 +389,8 @@ impl<X> SharedSet<X> {
         match swapped {
             Swap::Stored(stored, replaced) => {
                 drop(replaced); // after the lock: a waker's drop may reach this set
-                *memo = stored.unwrap_or_default();
+                                // The poll's waker, not the stored clone's identity (see `fill`).
+                *memo = stored.map_or_else(WakerMemo::default, |_| WakerMemo::of(waker));
                 false
             }
             Swap::Expired => true, // expired between the mark's read and the lock

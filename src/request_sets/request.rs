@@ -251,4 +251,9 @@ impl Request {
     pub(crate) fn bound(&self) -> Bound {
         self.bound
     }
+
+    /// Whether its memo names `waker` (a pending poll with it skips the lock).
+    pub(crate) fn remembers(&self, waker: &Waker) -> bool {
+        self.memo == WakerMemo::of(waker)
+    }
 }

@@ -88,3 +88,34 @@ fn no_set_is_bound_for_a_current_thread_runtime() {
     assert_eq!(on_another_thread(true), 1, "the sets, when preferred");
     drop(runtime);
 }
+
+/// In `block_on`'s own future (the body of `#[tokio::test]`), whose waker's clones
+/// need not keep its vtable's address, a filing's memo names the poll's waker, so
+/// the next pending poll with it skips the set's lock (it swapped the waker on every
+/// poll when the memo named the stored clone). Seen in release builds (CI's "tests in
+/// release" step), where the clone's vtable sits apart from the original's.
+#[test]
+fn a_filing_in_block_on_remembers_the_polls_waker() {
+    let runtime = paused();
+    let mut request = None;
+    let mut polls = 0;
+    runtime.block_on(std::future::poll_fn(|cx| {
+        polls += 1;
+        let at = crate::time_base::to_nanos(tokio::time::Instant::now()) + 3_600_000_000_000;
+        let request = request.get_or_insert_with(super::Request::current);
+        if !request.is_filed() {
+            assert_eq!(request.file(at, cx.waker()), super::Filing::Filed);
+        } else {
+            assert!(!request.poll_passed(at, cx.waker()));
+        }
+        assert!(
+            request.remembers(cx.waker()),
+            "poll {polls}: the memo does not name the poll's waker"
+        );
+        if polls == 3 {
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }));
+}
