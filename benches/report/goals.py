@@ -9,51 +9,51 @@ speaks of what limits the figure, never of a figure of its own."""
 DROP_IN_SHAPES = [
     ("sleep_dropped_unpolled", "a `sleep(5 s)` in a biased `select!` whose other branch is ready first: "
      "made and dropped unpolled", "wall time",
-     "Both look the runtime up at the call (tokio's handle clone, ours the same clone and drop); "
-     "ours adds a read of the thread's last deadline set (a thread-local) and that set's open "
-     "check, and its `Sleep` is a word larger than tokio's (a callgrind count of the shape shows "
-     "those as the instructions ours executes beyond tokio's). tokio offers no cheaper way to know the current runtime: a cache keyed by task id would bind "
-     "a timer made inside another runtime's `Handle::enter` to the task's runtime. On two workers "
-     "ours holds the handle's count for less time and reads cheaper."),
+     "On one thread the `sleep` is tokio's own entry: ours adds the thread's hint (a "
+     "thread-local read and store) and a `Sleep` a quarter larger than tokio's (still moved "
+     "inline, not by `memcpy`); `python3 benches/instructions.py` counts those as what ours "
+     "executes beyond tokio's. On two workers both look the runtime up at the call (tokio's "
+     "handle clone, ours the same clone and drop); ours adds a read of the thread's last "
+     "deadline set and that set's open check."),
     ("timeout_ready_first_poll", "`timeout(5 s, f)`, `f` ready at the first poll", "wall time",
-     "As the row above: the runtime lookup at the call, plus the thread's last set and its open "
-     "check; a callgrind count of the shape finds as many instructions per call for both, so "
-     "what remains is where they fall (one more thread-local, and the set's line)."),
+     "On one thread the deadline is tokio's own entry: ours adds the thread's hint and lets go "
+     "of the entry at the answer (so that an answered `Timeout` never wakes its task), where "
+     "tokio's drops it with the `Timeout`; a flag to skip that for an entry never polled would "
+     "make the `Timeout` larger than tokio's and cost a `memcpy` per move. On two workers: the "
+     "runtime lookup at the call, plus the thread's last set and its open check."),
     ("reset_earlier_same_tick", "an armed `Sleep` reset 1 µs earlier, then polled (pending)", "wall time",
-     "Within the filing's tick ours is a store; once the deadline crosses a tick it is on an entry "
-     "of its own, where this is tokio's own reset (its in-place extension) and the saved poll."),
+     "On one thread it is tokio's own reset and poll, plus the `Sleep`'s checks around them "
+     "(whether the entry is armed at the deadline, the flags, the counts). On two workers, "
+     "within the filing's tick ours is a store; once the deadline crosses a tick it is on an "
+     "entry of its own, where this is tokio's own reset and the saved poll."),
     ("reset_earlier_next_tick", "an armed `Sleep` reset 1 ms earlier, then polled (pending)", "wall time",
-     "Ours is tokio's own reset of its own entry (the `Sleep` left the set at its first such "
-     "reset) plus a compare; it saves tokio's pending poll (the entry holds the task's waker, "
-     "and has not fired); a callgrind count of the shape finds as many instructions per "
-     "operation for both."),
+     "As the row above: tokio's own reset, plus the `Sleep`'s checks (one thread), or the "
+     "`Sleep`'s own entry and the saved pending poll (two workers)."),
     ("refire", "a rate limiter's fired `Sleep`: reset to now + 1 ms, awaited after a yield", "CPU per period",
-     "After its first period the `Sleep` is on an entry of its own: tokio's reset, fire and wake, "
-     "plus the `Sleep`'s signal between the entry and the task (the fire wakes the signal, which "
-     "wakes the task), which is what lets a pending poll skip tokio; the CPU per period is mostly "
-     "the task's wake and the driver's park, which both pay."),
+     "On one thread the `Sleep` is tokio's own entry and the period is tokio's reset, fire and "
+     "wake, plus the `Sleep`'s checks. On two workers, after its first period the `Sleep` is on "
+     "an entry of its own: tokio's reset, fire and wake, plus the `Sleep`'s signal between the "
+     "entry and the task (one more wake per fire). The CPU per period is mostly the task's wake "
+     "and the driver's park, which both pay."),
     ("interval_tick", "an `interval(1 ms)`'s tick, awaited", "CPU per tick",
-     "After its first tick the ticker's `Sleep` is on an entry of its own (as tokio's "
-     "`reset_without_timer` leaves tokio's): each tick is that entry's fire and a re-arm at the "
-     "next poll, through the `Sleep`'s signal (one more wake per fire than tokio's). A callgrind "
-     "count of a lone ticker under the paused clock finds about a seventh more instructions per "
-     "tick than tokio's, in the signal's wake and the wrappers' polls; the park and the driver's "
-     "turn, most of a tick, are the same on both."),
+     "On one thread each tick is tokio's entry's fire and a lazy re-arm at the next poll: the "
+     "tick's deadline is stored as a gap past the spent one, and turned back into an instant "
+     "for tokio's reset (`Instant` arithmetic tokio's `reset_without_timer` does not need). On "
+     "two workers the ticker's `Sleep` is on an entry of its own, through its signal (one more "
+     "wake per fire). The park and the driver's turn, most of a tick, are the same on both."),
     ("limiter_turns", "a limiter whose waiting acquirer holds the only `sleep_until` (one permit per ms)",
      "CPU per acquire",
-     "The `Sleep` is on an entry of its own after its first permit (a reset after it "
-     "completed): tokio's reset and fire, plus the signal's wake (see the `interval` row); the "
-     "CPU per acquire is mostly the lock hand-offs and wakes."),
+     "The `Sleep` is reset after it completed: tokio's own entry on one thread, an entry of its "
+     "own with its signal on two workers (see the `interval` row); the CPU per acquire is mostly "
+     "the lock hand-offs and wakes."),
     ("tower_rate_limit", "tower's `RateLimit` (4 calls per ms, one per task) over the `Sleep` it resets",
      "CPU per call",
-     "Its `Sleep` is reset after it completed: an entry of its own, as the limiter's above."),
+     "Its `Sleep` is reset after it completed, as the limiter's above."),
     ("timeout_pending_once", "`timeout(5 s, request)`, the request pending once: own cost", "wall time",
-     "One thread: both read the clock and look the runtime up; ours then files under its set's "
-     "lock (a lane append, the owner's slot) and answers with a load and a store, tokio takes "
-     "its uncontended driver lock twice around wheel work; a callgrind count of the shape (one "
-     "thread) puts ours at about a third more instructions, in the filing (the slot, the lane, "
-     "the lock) and its give-back. On two workers tokio's driver lock is shared and contended; "
-     "ours is per thread."),
+     "One thread: the deadline is tokio's own entry, so both pay tokio's uncontended driver lock "
+     "twice around wheel work; ours adds the thread's hint and lets go of the entry at the "
+     "answer rather than at the drop. On two workers tokio's driver lock is shared and "
+     "contended; ours files in a set per thread."),
 ]
 # Short names for one-line summaries.
 DROP_IN_SHORT = {
