@@ -525,6 +525,14 @@ M = [
   "        self.sleep.is_elapsed() && (self.target <= self.armed || self.target <= Instant::now())",
   "        self.sleep.is_elapsed() && self.target <= self.armed",
   "T:is_elapsed_differential", "in_the_deadline_sets_is_elapsed_and_poll_read_as_tokios"),
+ ("answer under the lock: the owner's count of pending requests not told", "src/core/deadline_set.rs",
+  "            self.states.answered_remotely();\n",
+  "",
+  "U:core::deadline_set::tests", "an_answer_from_another_thread_counts_for_the_owners_last_answer"),
+ ("a filing that moves or leaves the set: the owner's last give-back lets go of nothing", "src/core/shared_set.rs",
+  "            let let_go = if view.cancel(filed) {",
+  "            let let_go = if view.cancel(filed) && false {",
+  "T:reset_edges", "a_sleep_that_leaves_its_set_as_the_last_filing_leaves_no_waker_there"),
 ]
 args = sys.argv[1:]
 if args == ["--check"]:

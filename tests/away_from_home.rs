@@ -86,7 +86,7 @@ fn first_wake<P: Probe>(make: impl FnOnce(Instant) -> P) -> (bool, Duration) {
         probe.move_later(start);
         assert!(probe.poll(&mut cx).is_pending());
         result_tx.send(()).unwrap(); // now let the home runtime run
-        // A watchdog: a lost wake fails here by name instead of hanging the suite.
+                                     // A watchdog: a lost wake fails here by name instead of hanging the suite.
         let limit = std::time::Instant::now() + Duration::from_secs(60);
         while !flag.woken.load(Ordering::SeqCst) {
             assert!(

@@ -214,8 +214,8 @@ impl SetCore {
         view.to_reclaim = answered;
     }
 
-    /// [`reclaim`](Self::reclaim), and if nothing is filed any more (every request
-    /// answered), the wakers the free owner slots kept, to drop after the lock: a
+    /// [`reclaim`](Self::reclaim), and if none of the owner's slots holds a request
+    /// any more (every one answered), the wakers they kept, to drop after the lock: a
     /// kept waker is its task's (a tokio waker keeps the task's cell, its future
     /// inline), and a finished task's memory must not stay with the set.
     /// Brings `view`'s count of pending owner filings back in step (answers made

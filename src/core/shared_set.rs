@@ -75,6 +75,47 @@ pub struct Cancelled {
     pub let_go: Vec<Waker>,
 }
 
+/// Wakers a move or withdrawal under the lock lets go of, to drop after it.
+#[derive(Debug, Default)]
+#[allow(dead_code)] // held only to be dropped by the caller
+pub struct Dropped {
+    /// The given-back filing's waker, if its slot gave it up.
+    given_back: Option<Waker>,
+    /// Another task's waker in the slot a new filing reused.
+    replaced: Option<Waker>,
+    /// Wakers answered requests' slots kept, let go of once the owner had no
+    /// request pending (the given-back filing was its last).
+    let_go: Vec<Waker>,
+}
+
+/// Under the lock: gives `filed` back for a filing that moves or leaves the set, as
+/// an answer does (the owner's lock-free word and its reclaim, or the lock path),
+/// letting go of the kept wakers if that was the last pending request.
+fn give_back<X>(locked: &mut Locked<X>, filed: Filed, view: Option<&mut OwnerView>) -> Dropped {
+    match view {
+        Some(view) if !filed.is_remote() => {
+            let let_go = if view.cancel(filed) {
+                locked.core.reclaim_and_let_go(view)
+            } else {
+                locked.core.reclaim(view);
+                Vec::new()
+            };
+            Dropped {
+                let_go,
+                ..Dropped::default()
+            }
+        }
+        _ => {
+            let (given_back, let_go) = locked.core.answer_locked(filed);
+            Dropped {
+                given_back,
+                let_go,
+                ..Dropped::default()
+            }
+        }
+    }
+}
+
 /// What a new waker's swap under the lock came to.
 enum Swap {
     /// Stored (the memo of what the slot holds now), with the waker it replaced.
@@ -265,7 +306,7 @@ impl<X> SharedSet<X> {
         waker: Option<&Waker>,
         mut view: Option<&mut OwnerView>,
         then: impl FnOnce(&mut Locked<X>) -> R,
-    ) -> (Option<FileOutcome>, [Option<Waker>; 2], Option<R>) {
+    ) -> (Option<FileOutcome>, Dropped, Option<R>) {
         self.state.with(|locked| {
             let moved = match waker {
                 None if !self.is_void(generation) => locked.core.move_filing(previous, deadline),
@@ -279,27 +320,20 @@ impl<X> SharedSet<X> {
                 let then = then(locked);
                 return (
                     Some(FileOutcome::Filed(filed, memo)),
-                    [None, None],
+                    Dropped::default(),
                     Some(then),
                 );
             }
-            let dropped = match view.as_deref_mut() {
-                Some(view) if !previous.is_remote() => {
-                    view.cancel(previous);
-                    locked.core.reclaim(view);
-                    None
-                }
-                _ => locked.core.cancel_locked(previous),
-            };
+            let mut dropped = give_back(locked, previous, view.as_deref_mut());
             let Some(waker) = waker else {
                 let void = self.is_void(generation);
-                return (void.then_some(FileOutcome::Void), [dropped, None], None);
+                return (void.then_some(FileOutcome::Void), dropped, None);
             };
             if self.is_void(generation) {
-                return (Some(FileOutcome::Void), [dropped, None], None);
+                return (Some(FileOutcome::Void), dropped, None);
             }
             if self.has_passed(deadline) {
-                return (Some(FileOutcome::Passed), [dropped, None], None);
+                return (Some(FileOutcome::Passed), dropped, None);
             }
             let (filed, memo, replaced) = match view {
                 Some(view) => locked.core.file_owned(deadline, waker, view),
@@ -308,11 +342,8 @@ impl<X> SharedSet<X> {
             // A remote slot's waker is given back; an owner slot's is kept, and the
             // new filing may replace another task's in the slot it reuses.
             let then = then(locked);
-            (
-                Some(FileOutcome::Filed(filed, memo)),
-                [dropped, replaced],
-                Some(then),
-            )
+            dropped.replaced = replaced;
+            (Some(FileOutcome::Filed(filed, memo)), dropped, Some(then))
         })
     }
 
@@ -320,22 +351,10 @@ impl<X> SharedSet<X> {
     /// it was pending (a clone for an owner slot, which keeps its own), with the waker
     /// to drop after the lock, if any. For a timer that leaves the set for an entry of
     /// its own, which must wake that task as the filing would have.
-    pub fn withdraw(
-        &self,
-        filed: Filed,
-        view: Option<&mut OwnerView>,
-    ) -> (Option<Waker>, Option<Waker>) {
+    pub fn withdraw(&self, filed: Filed, view: Option<&mut OwnerView>) -> (Option<Waker>, Dropped) {
         self.state.with(|locked| {
             let waker = locked.core.stored_waker(filed).cloned();
-            let dropped = match view {
-                Some(view) if !filed.is_remote() => {
-                    view.cancel(filed);
-                    locked.core.reclaim(view);
-                    None
-                }
-                _ => locked.core.cancel_locked(filed),
-            };
-            (waker, dropped)
+            (waker, give_back(locked, filed, view))
         })
     }
 
@@ -430,8 +449,8 @@ impl<X> SharedSet<X> {
     }
 
     /// Gives back the slots the owner answered since its last lock; once the owner
-    /// has nothing pending, also the wakers the set's free slots kept, if the set
-    /// has nothing filed (returned, to drop after the lock).
+    /// has nothing pending, also the wakers its slots kept (returned, to drop after
+    /// the lock).
     #[inline(never)]
     pub fn flush(&self, view: &mut OwnerView) -> Vec<Waker> {
         self.state.with(|locked| {

@@ -18,9 +18,14 @@
 //! tokio's too: the home runtime's paused clock does not wait for such a poller.
 //!
 //! `is_elapsed` answers from tokio's entry, and where the deadline moved later than
-//! a fired entry (nothing re-arms it until a poll), from the clock, as the re-armed
-//! entry would once the deadline passed: tokio's `Instant::now()`, the clock of the
-//! runtime the caller is in.
+//! a fired entry (nothing re-arms it until a poll), from the clock: tokio's
+//! `Instant::now()`, true from the deadline itself. Two differences from tokio's
+//! remain there, both within a deadline's tick or off its runtime: tokio's reads
+//! `true` only from its next 1 ms tick, so for a deadline off that grid ours can read
+//! `true` up to a tick earlier, and the poll in that window re-arms the entry and is
+//! pending (the future itself is never early: only the entry's fire completes it);
+//! and the clock read is the caller's runtime's, as the entry's own runtime is out of
+//! reach without a handle of it, which tokio's path does not pay for.
 
 use super::{COMPLETED, REGISTERED};
 use crate::stats::Stats;
@@ -85,6 +90,8 @@ pub(super) fn poll(
         *flags |= REGISTERED; // tokio's first poll registers the entry
         counts.registered();
     } else if *later != 0 && entry.is_elapsed() {
+        // Re-armed, never completed by a clock read: the poller's clock may be
+        // another runtime's (only the entry's fire witnesses its own runtime's).
         rearm(entry.as_mut(), later, counts);
     }
     // At most twice: the second time the entry is armed at the deadline.

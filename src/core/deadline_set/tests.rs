@@ -361,3 +361,24 @@ fn requests_filed_in_decreasing_order_and_answered_keep_records_bounded() {
         "records: {records}"
     );
 }
+
+/// One of the owner's requests answered under the lock from another thread, the
+/// other by the owner: the owner's last answer still asks for the lock (its count of
+/// pending requests takes the other thread's answer off), and every kept waker goes.
+#[test]
+fn an_answer_from_another_thread_counts_for_the_owners_last_answer() {
+    let (mut set, mut view) = core_and_view();
+    let (_, first_waker) = crate::core::tests_support::counting_waker();
+    let (_, second_waker) = crate::core::tests_support::counting_waker();
+    let (first, _, _) = set.file_owned(10, &first_waker, &mut view);
+    let (second, _, _) = set.file_owned(20, &second_waker, &mut view);
+    let (given_back, let_go) = set.answer_locked(first);
+    assert!(given_back.is_some(), "the answered slot's waker is let go");
+    assert!(let_go.is_empty(), "the owner's other request is pending");
+    assert!(
+        view.cancel(second),
+        "the owner's last answer asks for the lock"
+    );
+    assert_eq!(set.reclaim_and_let_go(&mut view).len(), 1);
+    assert_eq!(set.filings(), 0);
+}
