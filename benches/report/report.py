@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measures everything BENCHMARKS.md and the README show, in one run, and renders them.
 
-    python3 benches/report/report.py            # measure (about 11 minutes here), then render
+    python3 benches/report/report.py            # measure (about 12 minutes here), then render
     python3 benches/report/report.py --render   # render again from docs/bench-results.json
     python3 benches/report/report.py --collect  # gather target/ again after a finished run
 
@@ -11,7 +11,9 @@ one record file:
   - every criterion suite (`cargo bench`), whose medians come from target/criterion;
   - tokio's per-worker timer suite (`alt_timer`, tokio_unstable, its own target dir);
   - `compare` (full run), `accuracy` and `quinn_bulk`, whose figures the programs
-    record themselves (benches/common/record.rs), never parsed from their text.
+    record themselves (benches/common/record.rs), never parsed from their text;
+  - `benches/instructions.py`, the instruction counts under callgrind, which writes
+    target/instructions.json (stored under the key `instructions`).
 
 It writes docs/bench-results.json (the figures, with the date, machine, load,
 toolchain, peer versions and commit they were measured on), then renders
@@ -44,8 +46,11 @@ RUNS = [
     ("requests under load", {}, ["cargo", "run", "--release", "--example", "requests", "--", "--duration", "30"]),
     ("quinn", {}, ["cargo", "run", "--release", "--features", "quinn", "--example", "quinn_bulk"]),
     ("http timeout layer", {}, ["cargo", "run", "--release", "--features", "tower", "--example", "http_timeout", "--", "--duration", "30"]),
+    ("instructions per operation", {}, ["python3", "benches/instructions.py"]),
 ]
 CRITERION_DIRS = ["target/criterion", "target/unstable/criterion"]
+# What `benches/instructions.py` writes: the callgrind table, kept whole.
+INSTRUCTIONS = os.path.join(ROOT, "target", "instructions.json")
 # The peers whose versions the header names, read from Cargo.lock.
 PEERS = ["tokio", "tokio-util", "pingora-timeout", "delay_map", "quinn", "hyper", "tower", "criterion"]
 
@@ -142,6 +147,8 @@ def measure():
     commit = measured_commit()
     for base in CRITERION_DIRS:
         subprocess.run(["rm", "-rf", os.path.join(ROOT, base)], check=True)
+    if os.path.exists(INSTRUCTIONS):
+        os.remove(INSTRUCTIONS)
     open(RECORDS, "w").close()
     started = time.time()
     load = {"start": loadavg()}
@@ -183,6 +190,8 @@ def collect(run):
         "compare": compare,
         "quinn": quinn,
     }
+    if os.path.exists(INSTRUCTIONS):
+        results["instructions"] = json.load(open(INSTRUCTIONS))
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
