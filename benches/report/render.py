@@ -292,12 +292,15 @@ A `timeout` whose future is ready at its first poll (new, poll, drop; nothing is
 filed, the call reads the clock and finds the runtime): tokio's {t(ready_t)}, ours
 {t(ready_o)} ({x(ready_t / ready_o)}).
 
-Our `timeout` and a fresh lazy `sleep` file their deadline in the thread's deadline
-set for the runtime instead of registering an entry of their own: a request pays the
-runtime lookup at the call (as tokio's does), the set's lock once to file (an append
-to a lane kept in deadline order) and, answered on its thread, a load and a store;
-tokio's pays its driver's lock twice around wheel work, and on several workers its
-requests contend for that one lock:
+On a current-thread runtime our `timeout` and a fresh lazy `sleep` are tokio's own
+entry (nothing contends for tokio's driver lock there, and its path costs less than
+any set), so those rows read level by construction. On a multi-thread runtime they
+file their deadline in the thread's deadline set for the runtime instead of
+registering an entry of their own: a request pays the runtime lookup at the call (as
+tokio's does), the set's lock once to file (an append to a lane kept in deadline
+order) and, answered on its thread, a load and a store; tokio's pays its driver's lock
+twice around wheel work, and its requests on several workers contend for that one
+lock:
 
 {requests.section(r, table)}
 
