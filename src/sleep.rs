@@ -311,22 +311,50 @@ const AWAY: u8 = 8;
 /// tokio's `registered`.
 const REGISTERED: u8 = 16;
 
-/// `Stats` in half the room (saturating): a `Sleep` is moved around by value.
+/// `Stats` in less room (saturating): a `Sleep` is moved around by value. `u32`s in
+/// the deadline set's place; `u16`s on tokio's entry, where a `Sleep` must stay
+/// within 128 bytes (see the type's `place`).
 #[derive(Clone, Copy, Debug, Default)]
-struct Counts {
-    registrations: u32,
-    fires: u32,
+struct Counts<T = u32> {
+    registrations: T,
+    fires: T,
 }
 
-impl Counts {
+/// A saturating count.
+trait Count: Copy + Default + Into<u64> {
+    fn plus_one(self) -> Self;
+}
+
+impl Count for u16 {
+    #[inline]
+    fn plus_one(self) -> Self {
+        self.saturating_add(1)
+    }
+}
+
+impl Count for u32 {
+    #[inline]
+    fn plus_one(self) -> Self {
+        self.saturating_add(1)
+    }
+}
+
+impl<T: Count> Counts<T> {
     #[inline]
     fn registered(&mut self) {
-        self.registrations = self.registrations.saturating_add(1);
+        self.registrations = self.registrations.plus_one();
     }
 
     #[inline]
     fn fired(&mut self) {
-        self.fires = self.fires.saturating_add(1);
+        self.fires = self.fires.plus_one();
+    }
+
+    fn stats(self) -> Stats {
+        Stats {
+            registrations: self.registrations.into(),
+            entry_fires: self.fires.into(),
+        }
     }
 }
 
@@ -522,10 +550,7 @@ impl Sleep {
     pub fn stats(&self) -> Stats {
         match &self.place {
             Place::Tokio { counts, .. } => counts.stats(),
-            Place::InSet { counts, .. } => Stats {
-                registrations: u64::from(counts.registrations),
-                entry_fires: u64::from(counts.fires),
-            },
+            Place::InSet { counts, .. } => counts.stats(),
         }
     }
 }

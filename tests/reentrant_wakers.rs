@@ -137,6 +137,9 @@ impl Drop for Task {
 /// the waker is the task's last reference once the caller drops its handle. Also the
 /// flag its drop raises.
 fn task_owning_a_filed_timeout() -> (Waker, Arc<std::sync::atomic::AtomicBool>) {
+    // These cases are the deadline sets' (a current-thread runtime's timers are
+    // tokio's own entries otherwise): this thread's timers take the sets.
+    lazy_deadline::__private::prefer_sets(true);
     let mut victim = Box::pin(lazy_deadline::timeout(
         Duration::from_secs(3600),
         std::future::pending::<()>(),

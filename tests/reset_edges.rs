@@ -56,29 +56,35 @@ impl Wake for Flag {
     fn wake(self: Arc<Self>) {}
 }
 
-/// A `Sleep` in a deadline set reset earlier across ticks (it leaves the set for an
-/// entry of its own: its filing is given back, the thread's last), completed and
-/// dropped: the set keeps no waker of its task.
-#[test]
-fn a_sleep_that_leaves_its_set_as_the_last_filing_leaves_no_waker_there() {
+/// Runs `body` with a waker of its own on a current-thread runtime whose timers take
+/// the deadline sets, and returns how many clones of that waker are still kept once
+/// `body` is over (a set that keeps one keeps a finished task).
+fn wakers_kept_after<F: std::future::Future<Output = ()>>(body: impl FnOnce(Waker) -> F) -> usize {
     lazy_deadline::__private::prefer_sets(true);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
     let flag = Arc::new(Flag);
-    runtime.block_on(async {
-        let waker = Waker::from(flag.clone());
+    runtime.block_on(body(Waker::from(flag.clone())));
+    let kept = Arc::strong_count(&flag) - 1;
+    drop(runtime);
+    lazy_deadline::__private::prefer_sets(false);
+    kept
+}
+
+/// A `Sleep` in a deadline set reset earlier across ticks (it leaves the set for an
+/// entry of its own: its filing is given back, the thread's last), completed and
+/// dropped: the set keeps no waker of its task.
+#[test]
+fn a_sleep_that_leaves_its_set_as_the_last_filing_leaves_no_waker_there() {
+    let kept = wakers_kept_after(|waker| async move {
         let mut sleep = Box::pin(lazy_deadline::sleep(ms(500)));
         assert!(poll_with(sleep.as_mut(), &waker).is_pending());
         sleep.as_mut().reset(Instant::now() + ms(2)); // earlier across ticks
         drop(waker);
         sleep.as_mut().await;
-        drop(sleep);
     });
-    let kept = Arc::strong_count(&flag) - 1;
-    drop(runtime);
-    lazy_deadline::__private::prefer_sets(false);
     assert_eq!(kept, 0, "the set kept a finished task's waker");
 }
 
@@ -86,25 +92,13 @@ fn a_sleep_that_leaves_its_set_as_the_last_filing_leaves_no_waker_there() {
 /// its task.
 #[test]
 fn an_answered_timeout_leaves_no_waker_in_its_set() {
-    lazy_deadline::__private::prefer_sets(true);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let flag = Arc::new(Flag);
-    runtime.block_on(async {
-        let waker = Waker::from(flag.clone());
+    let kept = wakers_kept_after(|waker| async move {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let mut request = Box::pin(lazy_deadline::timeout(ms(500), rx));
         assert!(poll_with(request.as_mut(), &waker).is_pending());
         tx.send(()).unwrap();
         assert!(poll_with(request.as_mut(), &waker).is_ready());
-        drop(waker);
-        drop(request);
     });
-    let kept = Arc::strong_count(&flag) - 1;
-    drop(runtime);
-    lazy_deadline::__private::prefer_sets(false);
     assert_eq!(kept, 0, "the set kept a finished task's waker");
 }
 

@@ -27,8 +27,7 @@
 //! and the clock read is the caller's runtime's, as the entry's own runtime is out of
 //! reach without a handle of it, which tokio's path does not pay for.
 
-use super::{COMPLETED, REGISTERED};
-use crate::stats::Stats;
+use super::{Counts, COMPLETED, REGISTERED};
 use crate::time_base::nanos_after;
 use std::future::Future;
 use std::pin::Pin;
@@ -41,32 +40,9 @@ const AWAY_KNOWN: u8 = super::AWAY_KNOWN;
 /// Used outside a current-thread runtime's context.
 const AWAY: u8 = super::AWAY;
 
-/// `Stats` in a quarter of a `Counts` (saturating): a `Sleep` on tokio's entry stays
-/// within 128 bytes.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct TokioCounts {
-    registrations: u16,
-    fires: u16,
-}
-
-impl TokioCounts {
-    #[inline]
-    fn registered(&mut self) {
-        self.registrations = self.registrations.saturating_add(1);
-    }
-
-    #[inline]
-    fn fired(&mut self) {
-        self.fires = self.fires.saturating_add(1);
-    }
-
-    pub(super) fn stats(self) -> Stats {
-        Stats {
-            registrations: u64::from(self.registrations),
-            entry_fires: u64::from(self.fires),
-        }
-    }
-}
+/// The counts on tokio's entry: `u16`s, so that a `Sleep` there stays within 128
+/// bytes.
+pub(super) type TokioCounts = Counts<u16>;
 
 /// The `Sleep`'s deadline: `later` past where the entry is armed.
 #[inline]
