@@ -126,21 +126,17 @@ fn in_the_deadline_sets_is_elapsed_and_poll_read_as_tokios() {
 /// unpolled, it is elapsed, as tokio's.
 #[test]
 fn completed_then_later_then_earlier_is_elapsed_when_the_clock_gets_there() {
-    for sets in [false, true] {
-        lazy_deadline::__private::prefer_sets(sets);
-        common::paused_runtime().block_on(async {
-            let start = Instant::now();
-            let ours = lazy_deadline::sleep_until(start + ms(10));
-            tokio::pin!(ours);
-            ours.as_mut().await;
-            ours.as_mut().reset(Instant::now() + ms(100));
-            ours.as_mut().reset(Instant::now() + ms(20));
-            assert!(!ours.is_elapsed(), "sets: {sets}");
-            tokio::time::advance(ms(20)).await;
-            assert!(ours.is_elapsed(), "sets: {sets}");
-        });
-        lazy_deadline::__private::prefer_sets(false);
-    }
+    common::in_both_places(|sets| async move {
+        let start = Instant::now();
+        let ours = lazy_deadline::sleep_until(start + ms(10));
+        tokio::pin!(ours);
+        ours.as_mut().await;
+        ours.as_mut().reset(Instant::now() + ms(100));
+        ours.as_mut().reset(Instant::now() + ms(20));
+        assert!(!ours.is_elapsed(), "sets: {sets}");
+        tokio::time::advance(ms(20)).await;
+        assert!(ours.is_elapsed(), "sets: {sets}");
+    });
 }
 
 /// A `Sleep` reset later while it waits, never polled again: once the clock passes
@@ -148,45 +144,37 @@ fn completed_then_later_then_earlier_is_elapsed_when_the_clock_gets_there() {
 /// wakes it sees the deadline pass), and not before.
 #[test]
 fn reset_later_and_unpolled_is_elapsed_once_the_new_deadline_passed() {
-    for sets in [false, true] {
-        lazy_deadline::__private::prefer_sets(sets);
-        common::paused_runtime().block_on(async {
-            let start = Instant::now();
-            let ours = lazy_deadline::sleep_until(start + ms(10));
-            tokio::pin!(ours);
-            let (_, waker) = CountingWaker::new();
-            assert!(poll_with(ours.as_mut(), &waker).is_pending());
-            ours.as_mut().reset(start + ms(30));
-            tokio::time::advance(ms(10)).await;
-            assert!(!ours.is_elapsed(), "sets: {sets}");
-            tokio::time::advance(ms(19)).await;
-            assert!(!ours.is_elapsed(), "sets: {sets}");
-            tokio::time::advance(ms(1)).await;
-            assert!(ours.is_elapsed(), "sets: {sets}");
-        });
-        lazy_deadline::__private::prefer_sets(false);
-    }
+    common::in_both_places(|sets| async move {
+        let start = Instant::now();
+        let ours = lazy_deadline::sleep_until(start + ms(10));
+        tokio::pin!(ours);
+        let (_, waker) = CountingWaker::new();
+        assert!(poll_with(ours.as_mut(), &waker).is_pending());
+        ours.as_mut().reset(start + ms(30));
+        tokio::time::advance(ms(10)).await;
+        assert!(!ours.is_elapsed(), "sets: {sets}");
+        tokio::time::advance(ms(19)).await;
+        assert!(!ours.is_elapsed(), "sets: {sets}");
+        tokio::time::advance(ms(1)).await;
+        assert!(ours.is_elapsed(), "sets: {sets}");
+    });
 }
 
 /// A completed `Sleep` reset again and again to the deadline it has, and polled:
 /// the same deadline is no move, so nothing is registered again.
 #[test]
 fn the_same_deadline_again_after_completion_registers_nothing() {
-    for sets in [false, true] {
-        lazy_deadline::__private::prefer_sets(sets);
-        common::paused_runtime().block_on(async {
-            let ours = lazy_deadline::sleep(ms(5));
-            tokio::pin!(ours);
+    common::in_both_places(|sets| async move {
+        let ours = lazy_deadline::sleep(ms(5));
+        tokio::pin!(ours);
+        ours.as_mut().await;
+        let registered = ours.stats().registrations;
+        let deadline = ours.deadline();
+        for _ in 0..1_000 {
+            ours.as_mut().reset(deadline);
             ours.as_mut().await;
-            let registered = ours.stats().registrations;
-            let deadline = ours.deadline();
-            for _ in 0..1_000 {
-                ours.as_mut().reset(deadline);
-                ours.as_mut().await;
-            }
-            assert_eq!(ours.stats().registrations, registered, "sets: {sets}");
-            assert!(ours.is_elapsed());
-        });
-        lazy_deadline::__private::prefer_sets(false);
-    }
+        }
+        assert_eq!(ours.stats().registrations, registered, "sets: {sets}");
+        assert!(ours.is_elapsed());
+    });
 }

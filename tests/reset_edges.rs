@@ -19,36 +19,32 @@ use tokio::time::Instant;
 /// the entry's fire completes it) and never later than tokio's.
 #[test]
 fn an_off_grid_later_deadline_is_never_early_and_never_later_than_tokio() {
-    for sets in [false, true] {
-        lazy_deadline::__private::prefer_sets(sets);
-        common::paused_runtime().block_on(async {
-            for advance_us in [1_000u64, 1_499, 1_500, 1_999, 2_000] {
-                let start = Instant::now();
-                let ours = lazy_deadline::sleep_until(start + ms(1));
-                let theirs = tokio::time::sleep_until(start + ms(1));
-                tokio::pin!(ours, theirs);
-                let (_, w) = CountingWaker::new();
-                assert!(poll_with(ours.as_mut(), &w).is_pending());
-                assert!(poll_with(theirs.as_mut(), &w).is_pending());
-                let target = start + Duration::from_micros(1_500);
-                ours.as_mut().reset(target);
-                theirs.as_mut().reset(target);
-                tokio::time::advance(Duration::from_micros(advance_us)).await;
-                let context = format!("sets: {sets}, advanced {advance_us} µs");
-                let elapsed = ours.is_elapsed();
-                assert!(!elapsed || Instant::now() >= target, "early: {context}");
-                assert!(elapsed || !theirs.is_elapsed(), "behind tokio's: {context}");
-                let ready = poll_with(ours.as_mut(), &w).is_ready();
-                assert!(!ready || Instant::now() >= target, "early: {context}");
-                let theirs_ready = poll_with(theirs.as_mut(), &w).is_ready();
-                assert!(!theirs_ready || ready, "later than tokio's: {context}");
-                // Settle both before the next round.
-                ours.as_mut().await;
-                theirs.as_mut().await;
-            }
-        });
-        lazy_deadline::__private::prefer_sets(false);
-    }
+    common::in_both_places(|sets| async move {
+        for advance_us in [1_000u64, 1_499, 1_500, 1_999, 2_000] {
+            let start = Instant::now();
+            let ours = lazy_deadline::sleep_until(start + ms(1));
+            let theirs = tokio::time::sleep_until(start + ms(1));
+            tokio::pin!(ours, theirs);
+            let (_, w) = CountingWaker::new();
+            assert!(poll_with(ours.as_mut(), &w).is_pending());
+            assert!(poll_with(theirs.as_mut(), &w).is_pending());
+            let target = start + Duration::from_micros(1_500);
+            ours.as_mut().reset(target);
+            theirs.as_mut().reset(target);
+            tokio::time::advance(Duration::from_micros(advance_us)).await;
+            let context = format!("sets: {sets}, advanced {advance_us} µs");
+            let elapsed = ours.is_elapsed();
+            assert!(!elapsed || Instant::now() >= target, "early: {context}");
+            assert!(elapsed || !theirs.is_elapsed(), "behind tokio's: {context}");
+            let ready = poll_with(ours.as_mut(), &w).is_ready();
+            assert!(!ready || Instant::now() >= target, "early: {context}");
+            let theirs_ready = poll_with(theirs.as_mut(), &w).is_ready();
+            assert!(!theirs_ready || ready, "later than tokio's: {context}");
+            // Settle both before the next round.
+            ours.as_mut().await;
+            theirs.as_mut().await;
+        }
+    });
 }
 
 struct Flag;
@@ -106,29 +102,25 @@ fn an_answered_timeout_leaves_no_waker_in_its_set() {
 /// armed deadline), and `Duration::MAX`: no panic, the deadline kept exactly.
 #[test]
 fn far_future_resets_keep_the_deadline_and_never_panic() {
-    for sets in [false, true] {
-        lazy_deadline::__private::prefer_sets(sets);
-        common::paused_runtime().block_on(async {
-            let sleep = lazy_deadline::sleep(ms(1));
-            tokio::pin!(sleep);
-            let (_, w) = CountingWaker::new();
-            assert!(poll_with(sleep.as_mut(), &w).is_pending());
-            let now = Instant::now();
-            let far = now + Duration::from_secs(600 * 365 * 86_400);
-            sleep.as_mut().reset(far);
-            assert_eq!(sleep.deadline(), far);
-            let nearer = now + Duration::from_secs(100 * 365 * 86_400);
-            sleep.as_mut().reset(nearer);
-            assert_eq!(sleep.deadline(), nearer);
-            assert!(!sleep.is_elapsed());
-            assert!(poll_with(sleep.as_mut(), &w).is_pending());
-            let never = lazy_deadline::sleep(Duration::MAX);
-            tokio::pin!(never);
-            assert!(poll_with(never.as_mut(), &w).is_pending());
-            let request = lazy_deadline::timeout(Duration::MAX, std::future::pending::<()>());
-            tokio::pin!(request);
-            assert!(poll_with(request.as_mut(), &w).is_pending());
-        });
-        lazy_deadline::__private::prefer_sets(false);
-    }
+    common::in_both_places(|_sets| async move {
+        let sleep = lazy_deadline::sleep(ms(1));
+        tokio::pin!(sleep);
+        let (_, w) = CountingWaker::new();
+        assert!(poll_with(sleep.as_mut(), &w).is_pending());
+        let now = Instant::now();
+        let far = now + Duration::from_secs(600 * 365 * 86_400);
+        sleep.as_mut().reset(far);
+        assert_eq!(sleep.deadline(), far);
+        let nearer = now + Duration::from_secs(100 * 365 * 86_400);
+        sleep.as_mut().reset(nearer);
+        assert_eq!(sleep.deadline(), nearer);
+        assert!(!sleep.is_elapsed());
+        assert!(poll_with(sleep.as_mut(), &w).is_pending());
+        let never = lazy_deadline::sleep(Duration::MAX);
+        tokio::pin!(never);
+        assert!(poll_with(never.as_mut(), &w).is_pending());
+        let request = lazy_deadline::timeout(Duration::MAX, std::future::pending::<()>());
+        tokio::pin!(request);
+        assert!(poll_with(request.as_mut(), &w).is_pending());
+    });
 }

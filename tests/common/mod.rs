@@ -188,3 +188,14 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_default()
 }
+
+/// Runs `body` on a fresh paused current-thread runtime twice: once where the
+/// crate's timers take tokio's own entry (such a runtime's), once through the
+/// deadline sets (forced with the crate's test hook). `body` is told which.
+pub fn in_both_places<F: Future<Output = ()>>(mut body: impl FnMut(bool) -> F) {
+    for sets in [false, true] {
+        lazy_deadline::__private::prefer_sets(sets);
+        paused_runtime().block_on(body(sets));
+        lazy_deadline::__private::prefer_sets(false);
+    }
+}
