@@ -255,7 +255,14 @@ impl SetCore {
             self.states.answered_remotely();
             own = self.slots[filed.slot()].waker.take();
         }
-        (own, self.let_go_if_idle())
+        if self.filings != 0 && self.next_deadline() == NEVER {
+            // No live record is left, so no expiry will come to sweep what the owner
+            // answered without its lock: sweep now.
+            self.sweep_answered();
+        }
+        let mut let_go = self.take_let_go();
+        let_go.extend(self.let_go_if_idle());
+        (own, let_go)
     }
 
     /// Gives back the owner slots whose requests the owner answered without the
