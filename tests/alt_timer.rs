@@ -196,3 +196,18 @@ fn sleep_on_its_own_entry_moved_earlier_twice_resolves_at_the_last_deadline() {
         assert!(Instant::now() >= start + SHORT);
     });
 }
+
+/// Timers made (not polled) in tasks' `Drop`s while the runtime shuts down: tokio's
+/// register nothing until polled, and never panic there; ours neither (a worker's
+/// first timer binds its deadline set, which learns the driver only at its entry's
+/// first re-arm, from a pending poll).
+#[test]
+fn timers_made_while_the_runtime_drops_its_tasks_panic_no_more_than_tokios() {
+    let tokios = common::panics_of_timers_at_shutdown(true, false, 200);
+    assert_eq!(tokios, 0, "tokio's own panicked");
+    let ours = common::panics_of_timers_at_shutdown(true, true, 200);
+    assert_eq!(
+        ours, 0,
+        "ours panicked {ours} times where tokio's never did"
+    );
+}

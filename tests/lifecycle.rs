@@ -360,6 +360,21 @@ fn timers_in_a_thread_local_destructor(lazy: bool, ours_first: bool) -> Outcome 
     )
 }
 
+/// Timers made (not polled) in tasks' `Drop`s while a multi-thread runtime shuts
+/// down: no panic, as tokio's never panic there (they register nothing until polled;
+/// a worker's first timer of ours binds its deadline set, which registers nothing
+/// either until its entry's first re-arm).
+#[test]
+fn timers_made_while_a_multi_thread_runtime_drops_its_tasks_never_panic() {
+    let tokios = common::panics_of_timers_at_shutdown(false, false, 200);
+    assert_eq!(tokios, 0, "tokio's own panicked");
+    let ours = common::panics_of_timers_at_shutdown(false, true, 200);
+    assert_eq!(
+        ours, 0,
+        "ours panicked {ours} times where tokio's never did"
+    );
+}
+
 #[test]
 fn timers_work_inside_a_thread_local_destructor_as_tokios_do() {
     for ours_first in [false, true] {

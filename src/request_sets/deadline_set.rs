@@ -31,8 +31,9 @@ static POOL: Mutex<Vec<&'static DeadlineSet>> = Mutex::new(Vec::new());
 pub(crate) struct DeadlineSet {
     /// The set's state (a `Request` files, moves and answers through it).
     pub(super) shared: SharedSet<TokioEntry>,
-    /// The entry's `grid`, readable without the lock (`NO_GRID`: unknown), for a
-    /// timer that decides whether a move stays within its filing's tick.
+    /// The entry's `grid`, readable without the lock (`NO_GRID`: unknown, as it is
+    /// until the entry's first re-arm from its runtime), for a timer that decides
+    /// whether a move stays within its filing's tick.
     grid: AtomicU64,
     /// The entry's `keeps_waker`, readable without the lock, for a timer that leaves
     /// the set for an entry of its own on the same driver.
@@ -64,11 +65,16 @@ pub(super) struct TokioEntry {
     runtime: Option<Id>,
     holder: Holder,
     /// A tick boundary of the runtime's timer driver (any one: they are a
-    /// millisecond apart), learnt when the set was bound; `None` if it could not be.
+    /// millisecond apart), once learnt (see `learn_driver`); `None` until then, or
+    /// if it could not be.
     grid: Option<u64>,
-    /// Whether the entry keeps its waker across a reset (learnt when the set was
-    /// bound: see `probe_driver`).
+    /// Whether the entry keeps its waker across a reset (see `probe_driver`);
+    /// `false` until learnt, which costs a poll per re-arm, never a fire.
     keeps_waker: bool,
+    /// Whether `grid` and `keeps_waker` were learnt in this binding.
+    probed: bool,
+    /// The set, whose lock-free copies of `grid` and `keeps_waker` the probe fills.
+    set: Option<&'static DeadlineSet>,
     /// How often the entry was re-armed (tokio's driver lock each time), for tests.
     #[cfg(test)]
     resets: u64,
@@ -102,9 +108,37 @@ impl TokioEntry {
             holder: Holder::Nobody,
             grid: None,
             keeps_waker: false,
+            probed: false,
+            set: None,
             #[cfg(test)]
             resets: 0,
         }
+    }
+
+    /// Learns the driver (`probe_driver`) before the entry's first re-arm in its
+    /// binding, and only from its runtime's context (whose clock the probe reads):
+    /// not when the set is bound, because a set is bound by a thread's first timer
+    /// where it is *made*, and making a timer must register nothing with the driver,
+    /// as tokio's does not (a timer made in a task's `Drop` while the runtime shuts
+    /// down would get the driver's shutdown panic, or the per-worker timer's). A
+    /// re-arm comes from a pending poll, where tokio's own timer registers too.
+    /// Until learnt, the set and its timers take the conservative path (a poll
+    /// after each re-arm; a move where a shared tick would have spared it).
+    fn learn_driver(&mut self) {
+        let (Some(sleep), Some(runtime), Some(set)) = (self.sleep.as_mut(), self.runtime, self.set)
+        else {
+            return;
+        };
+        if crate::entry::polled_away_from(runtime) {
+            return; // at the first re-arm at home
+        }
+        self.probed = true;
+        let (keeps_waker, grid) = probe_driver(sleep);
+        self.keeps_waker = keeps_waker;
+        self.grid = grid;
+        // Relaxed: see `DeadlineSet::tick_end`.
+        set.grid.store(grid.unwrap_or(NO_GRID), Ordering::Relaxed);
+        set.keeps_waker.store(keeps_waker, Ordering::Relaxed);
     }
 }
 
@@ -167,13 +201,37 @@ impl SetEntry for TokioEntry {
         // Outside the polling task's budget: when it is spent, tokio's poll neither
         // registers nor reports the fire.
         let entry = std::pin::pin!(tokio::task::unconstrained(sleep.as_mut()));
-        entry.poll(&mut Context::from_waker(waker)).is_ready()
+        let fired = entry.poll(&mut Context::from_waker(waker)).is_ready();
+        if fired && !self.keeps_waker {
+            // tokio fires an entry at or after its deadline (its tick is the first
+            // at or after it), except when its per-worker timer shuts down a worker:
+            // that wakes every entry first, before the runtime drops its tasks (and
+            // the sentinel closes this set, waking its requests). A re-arm then
+            // would be a new entry on a driver that is down, whose panic would come
+            // out of tokio's shutdown. So an early fire, read at home (by the clock
+            // the driver fires by), is no fire: nothing expires, nothing re-arms.
+            // (tokio's default driver keeps the waker; it shuts down after the
+            // sentinel closed the set.)
+            let home = self
+                .runtime
+                .is_some_and(|runtime| !crate::entry::polled_away_from(runtime));
+            if home && tokio::time::Instant::now() < sleep.deadline() {
+                return false;
+            }
+        }
+        fired
     }
 
     fn reset(&mut self, at: u64) {
         #[cfg(test)]
         {
             self.resets += 1;
+        }
+        if !self.probed {
+            // Before the re-arm: the probe leaves the entry fired, and the caller
+            // polls after a re-arm while `keeps_waker` is unknown (the set's waker
+            // is registered again there).
+            self.learn_driver();
         }
         if let Some(sleep) = self.sleep.as_mut() {
             sleep.as_mut().reset(from_nanos(at));
@@ -220,8 +278,11 @@ impl DeadlineSet {
     /// void, and nothing of its deadline matters any more).
     #[inline]
     pub fn tick_end(&self, at: u64) -> Option<u64> {
-        // Relaxed: written under the lock at binding, before any filing of it; a
-        // timer reads it after its own filing (which took that lock).
+        // Relaxed: written under the lock, at binding (unknown) and at the entry's
+        // first re-arm (learnt), before any filing of the binding reads it (a timer
+        // reads it after its own filing, which took that lock or ran on the owner
+        // thread). A reader that misses the second store reads "unknown", which costs
+        // a move, never a fire: both values are true of the binding.
         let offset = self.grid.load(Ordering::Relaxed);
         (offset != NO_GRID).then(|| tick_end(offset, at))
     }
@@ -244,9 +305,9 @@ impl DeadlineSet {
     #[track_caller]
     pub fn bind(runtime: Id, thread: bool) -> (&'static Self, u64, Option<OwnerView>) {
         // The entry first, in this runtime: a missing time driver panics here, with
-        // tokio's message, before anything is taken from the pool.
-        let mut sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
-        let (keeps_waker, grid) = probe_driver(&mut sleep);
+        // tokio's message, before anything is taken from the pool. Only made: the
+        // driver is learnt at its first re-arm (`TokioEntry::learn_driver`).
+        let sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
         let set = POOL
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -254,17 +315,13 @@ impl DeadlineSet {
             .unwrap_or_else(|| Box::leak(Box::new(Self::new())));
         let entry = TokioEntry {
             sleep: Some(sleep),
-            waker: None,
             runtime: Some(runtime),
             holder: if thread {
                 Holder::Thread
             } else {
                 Holder::Orphans
             },
-            grid,
-            keeps_waker,
-            #[cfg(test)]
-            resets: 0,
+            ..TokioEntry::unbound()
         };
         set.bind_as(entry, thread)
     }
@@ -284,6 +341,7 @@ impl DeadlineSet {
                 .store(entry.grid.unwrap_or(NO_GRID), Ordering::Relaxed);
             set.keeps_waker.store(entry.keeps_waker, Ordering::Relaxed);
             entry.waker = Some(Waker::from(Arc::new(SetWaker { set, generation })));
+            entry.set = Some(set);
             let unbound = std::mem::replace(&mut locked.extra, entry);
             (
                 generation,

@@ -199,3 +199,108 @@ pub fn in_both_places<F: Future<Output = ()>>(mut body: impl FnMut(bool) -> F) {
         lazy_deadline::__private::prefer_sets(false);
     }
 }
+
+/// How many panics the shutdowns of `rounds` two-worker runtimes (on tokio's
+/// per-worker timer if `alt_timer`) saw with ours (`lazy`) or tokio's timers: panics
+/// out of a task's drop (caught there) and any other on the runtime's threads (which
+/// tokio would swallow; counted by a panic hook). Each runtime has tasks that wait
+/// forever, half of them on an hour-long timer (its entry is woken at shutdown; its
+/// drop gives its place back) and half on nothing; each task's `Drop` guard then
+/// makes a `timeout` and a `sleep` and drops them unpolled, as a guard's `Drop` might
+/// (on a worker that made no timer before, that is its first).
+pub fn panics_of_timers_at_shutdown(alt_timer: bool, lazy: bool, rounds: usize) -> usize {
+    /// The runtime's threads' name, which the panic hook counts panics of.
+    const NAME: &str = "timers-at-shutdown";
+    static ON_ITS_THREADS: AtomicUsize = AtomicUsize::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() == Some(NAME) {
+                ON_ITS_THREADS.fetch_add(1, Ordering::SeqCst);
+            }
+            previous(info);
+        }));
+    });
+    let runtime = || {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2).thread_name(NAME).enable_all();
+        #[cfg(tokio_unstable)]
+        if alt_timer {
+            builder.enable_alt_timer();
+        }
+        #[cfg(not(tokio_unstable))]
+        assert!(
+            !alt_timer,
+            "tokio's per-worker timer needs --cfg tokio_unstable"
+        );
+        builder.build().unwrap()
+    };
+    let before = ON_ITS_THREADS.load(Ordering::SeqCst);
+    /// Makes two timers when dropped.
+    struct MakesTimersWhenDropped(bool);
+    impl Drop for MakesTimersWhenDropped {
+        fn drop(&mut self) {
+            if self.0 {
+                drop(lazy_deadline::timeout(ms(10), async {}));
+                drop(lazy_deadline::sleep(ms(10)));
+            } else {
+                drop(tokio::time::timeout(ms(10), async {}));
+                drop(tokio::time::sleep(ms(10)));
+            }
+        }
+    }
+    /// A task's future, whose drop's panics are counted (tokio would swallow them).
+    struct CountsPanicsAtDrop<F> {
+        future: Option<Pin<Box<F>>>,
+        panics: Arc<AtomicUsize>,
+    }
+    impl<F: Future> Future for CountsPanicsAtDrop<F> {
+        type Output = F::Output;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+            self.future
+                .as_mut()
+                .expect("polled after drop")
+                .as_mut()
+                .poll(cx)
+        }
+    }
+    impl<F> Drop for CountsPanicsAtDrop<F> {
+        fn drop(&mut self) {
+            let future = self.future.take();
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(future))).is_err() {
+                // Relaxed: read after the runtime's drop joined its workers.
+                self.panics.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    let panics = Arc::new(AtomicUsize::new(0));
+    for _ in 0..rounds {
+        let runtime = runtime();
+        runtime.block_on(async {
+            for task in 0..4 {
+                let future = async move {
+                    let _guard = MakesTimersWhenDropped(lazy);
+                    if task % 2 == 0 {
+                        let hour = Duration::from_secs(3600);
+                        if lazy {
+                            lazy_deadline::sleep(hour).await;
+                        } else {
+                            tokio::time::sleep(hour).await;
+                        }
+                    }
+                    std::future::pending::<()>().await;
+                };
+                tokio::spawn(CountsPanicsAtDrop {
+                    future: Some(Box::pin(future)),
+                    panics: panics.clone(),
+                });
+            }
+            tokio::time::sleep(ms(3)).await;
+        });
+        drop(runtime);
+    }
+    // A panic that a task's drop caught was counted on its thread by the hook too.
+    let uncaught = ON_ITS_THREADS.load(Ordering::SeqCst) - before;
+    uncaught.max(panics.load(Ordering::Relaxed))
+}

@@ -198,22 +198,43 @@ fn a_set_goes_back_to_the_pool_once_however_often_it_is_let_go() {
 }
 
 #[test]
-fn the_set_learns_its_runtimes_driver_and_tick_boundaries() {
+fn the_set_learns_its_runtimes_driver_and_tick_boundaries_at_its_first_re_arm() {
     // A paused runtime's driver starts where its clock starts: its tick boundaries
     // are that instant plus whole milliseconds.
     on_a_thread_of_its_own(|| {
         paused().block_on(async {
             let start = crate::time_base::to_nanos(tokio::time::Instant::now());
+            let made = crate::timeout(Duration::from_secs(5), std::future::pending::<()>());
             let set = thread_sets::current().set().unwrap();
+            let learnt = || {
+                set.shared.state().with(|locked| {
+                    (
+                        locked.extra.grid,
+                        locked.extra.keeps_waker,
+                        locked.extra.probed,
+                    )
+                })
+            };
+            // Bound by the timer's making, which registers nothing with the driver
+            // (as tokio's does not): nothing learnt yet, and the lock-free copies say
+            // "unknown".
+            assert_eq!(learnt(), (None, false, false));
+            assert_eq!(set.tick_end(start), None);
+            assert!(!set.keeps_waker());
+            // Its first pending poll files it, and the entry's first re-arm learns.
+            let mut made = std::pin::pin!(made);
+            assert!(made
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending());
             // A current-thread runtime always has tokio's default driver (whatever
             // the build's cfg): its reset keeps the entry's waker, and its grid is
             // learnt.
-            let (offset, keeps_waker) = set
-                .shared
-                .state()
-                .with(|locked| (locked.extra.grid, locked.extra.keeps_waker));
-            assert!(keeps_waker);
+            let (offset, keeps_waker, probed) = learnt();
+            assert!(probed && keeps_waker);
             assert_eq!(offset, Some(start % TICK_NANOS));
+            assert!(set.keeps_waker());
+            assert_eq!(set.tick_end(start + 1), Some(start + TICK_NANOS));
             let tick_end = |at| set.shared.state().with(|locked| locked.extra.tick_end(at));
             assert_eq!(tick_end(start), Some(start));
             assert_eq!(tick_end(start + 1), Some(start + TICK_NANOS));
@@ -372,6 +393,7 @@ fn a_timer_of_a_gone_runtime_never_files_in_its_sets_next_binding() {
                     sleep: Some(sleep),
                     keeps_waker,
                     grid,
+                    probed: true,
                     runtime: Some(tokio::runtime::Handle::current().id()),
                     holder: Holder::Orphans,
                     ..TokioEntry::unbound()
