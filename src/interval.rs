@@ -46,7 +46,13 @@ const LATE: Duration = Duration::from_millis(5);
 #[track_caller]
 pub fn interval(period: Duration) -> Interval {
     assert!(period > Duration::ZERO, "`period` must be non-zero.");
-    interval_at(Instant::now(), period)
+    // `sleep(0)`: the first tick now, by the clock of the runtime the interval
+    // belongs to (a pinned thread may be in another runtime's context).
+    Interval {
+        delay: Box::pin(crate::sleep(Duration::ZERO)),
+        period: period.min(FAR_FUTURE),
+        missed_tick_behavior: MissedTickBehavior::default(),
+    }
 }
 
 /// Ticks every `period`, the first tick at `start`; the lazy counterpart of

@@ -49,7 +49,31 @@ use tokio_entry::TokioCounts;
 #[track_caller]
 #[inline(always)]
 pub fn sleep(duration: Duration) -> Sleep {
-    sleep_until(Instant::now() + duration.min(FAR_FUTURE))
+    let duration = duration.min(FAR_FUTURE);
+    if thread_sets::takes_tokio_entry() {
+        Sleep {
+            place: Place::tokio(Instant::now() + duration),
+            _pinned: PhantomPinned,
+        }
+    } else {
+        sleep_looked_up(duration)
+    }
+}
+
+/// [`sleep`] past the thread's hint: the runtime looked up, and the deadline taken
+/// from its clock (a pinned thread may be in another runtime's context, whose clock
+/// `Instant::now()` reads).
+#[track_caller]
+#[inline(never)]
+fn sleep_looked_up(duration: Duration) -> Sleep {
+    let place = match thread_sets::current_or_tokio() {
+        Some(bound) => Place::in_set(thread_sets::now_of(&bound) + duration, bound),
+        None => Place::tokio(Instant::now() + duration),
+    };
+    Sleep {
+        place,
+        _pinned: PhantomPinned,
+    }
 }
 
 /// Waits until `deadline` is reached; the lazy counterpart of

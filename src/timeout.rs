@@ -76,7 +76,8 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
         return Timeout::new(future.into_future(), Delay::tokio(None));
     }
     let delay = match thread_sets::current_or_tokio() {
-        Some(bound) => Delay::in_set(Instant::now().checked_add(duration), bound),
+        // By its runtime's clock (a pinned thread may be in another's context).
+        Some(bound) => Delay::in_set(thread_sets::now_of(&bound).checked_add(duration), bound),
         None => Delay::tokio(Instant::now().checked_add(duration)),
     };
     Timeout::new(future.into_future(), delay)

@@ -103,6 +103,53 @@ fn a_pinned_thread_in_another_runtimes_context_binds_timers_to_its_own_runtime()
     );
 }
 
+/// The same, with B's paused clock an hour ahead of A's: a pinned thread's timer is
+/// A's, so its deadline is A's clock plus the duration (tokio's `Instant::now()`
+/// there reads B's clock, and a deadline taken from it would be an hour late by A's).
+/// Each kind waits A's 50 ms, never less, and completes (within the watchdog's limit,
+/// not an hour).
+#[test]
+fn a_pinned_threads_timers_inside_another_runtime_take_their_deadline_from_its_own_clock() {
+    let waited = watchdog(
+        "a pinned thread inside a runtime an hour ahead",
+        LIMIT,
+        || {
+            let a = pinned(1);
+            a.block_on(async {
+                tokio::task::spawn_blocking(|| {
+                    let b = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .start_paused(true)
+                        .build()
+                        .unwrap();
+                    b.block_on(async {
+                        tokio::time::advance(Duration::from_secs(3600)).await;
+                        let mut waited = Vec::new();
+                        let real = std::time::Instant::now();
+                        lazy_deadline::sleep(ms(50)).await;
+                        waited.push(("sleep", real.elapsed()));
+                        let real = std::time::Instant::now();
+                        let elapsed = lazy_deadline::timeout(ms(50), pending::<()>()).await;
+                        assert!(elapsed.is_err());
+                        waited.push(("timeout", real.elapsed()));
+                        let real = std::time::Instant::now();
+                        let mut ticker = lazy_deadline::interval(ms(50));
+                        ticker.tick().await;
+                        ticker.tick().await;
+                        waited.push(("interval's second tick", real.elapsed()));
+                        waited
+                    })
+                })
+                .await
+                .unwrap()
+            })
+        },
+    );
+    for (kind, real) in waited {
+        assert!(real >= ms(50), "{kind}: early by A's clock: {real:?}");
+    }
+}
+
 #[test]
 fn a_runtime_without_the_time_driver_still_panics_with_tokios_message() {
     let rt = tokio::runtime::Builder::new_multi_thread()

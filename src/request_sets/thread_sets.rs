@@ -194,6 +194,26 @@ pub(crate) fn current_or_tokio() -> Option<Bound> {
     slow(true).ok()
 }
 
+/// Now, by the clock of the runtime that `bound`'s timer belongs to: tokio's
+/// `Instant::now()` (the current context's clock, which is that runtime's), except on
+/// a thread pinned to that runtime ([`pin_to_current`]), which may be inside another
+/// runtime's context (another runtime's `block_on` on a blocking thread) whose clock
+/// (paused, maybe far off) tokio's `Instant::now()` would read. A pinned runtime is a
+/// multi-thread one (a current-thread runtime's pinned threads let go of the pin at
+/// their first timer), whose clock is never paused: the real clock.
+#[inline]
+pub(crate) fn now_of(bound: &Bound) -> tokio::time::Instant {
+    let pinned = LAST.with(|last| {
+        last.get()
+            .is_some_and(|last| last.pinned && last.runtime == bound.runtime())
+    });
+    if pinned {
+        tokio::time::Instant::from_std(std::time::Instant::now())
+    } else {
+        tokio::time::Instant::now()
+    }
+}
+
 /// The current thread's set for the current runtime.
 ///
 /// # Panics
