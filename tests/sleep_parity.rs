@@ -10,21 +10,41 @@ use std::task::{Poll, Wake, Waker};
 use std::time::Duration;
 use tokio::time::{self, Instant};
 
-#[tokio::test(start_paused = true)]
+/// A hang's bound: each test takes milliseconds.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// `#[tokio::test(start_paused = true)]` under a watchdog: the test's body runs on a
+/// paused current-thread runtime, and a lost wake (which parks that runtime for
+/// good) fails the test by name within `LIMIT` instead of hanging the suite.
+macro_rules! paused_test {
+    ($(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        $(#[$meta])*
+        #[test]
+        fn $name() {
+            common::watchdog(stringify!($name), LIMIT, || {
+                common::paused_runtime().block_on(async $body)
+            })
+        }
+    };
+}
+
+paused_test! {
 async fn zero_duration_is_ready_at_once() {
     let start = Instant::now();
     sleep(Duration::ZERO).await;
     assert_eq!(Instant::now(), start);
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn past_deadline_is_ready_at_once() {
     let start = Instant::now();
     sleep_until(start - ms(10)).await;
     assert_eq!(Instant::now(), start);
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn completes_at_the_deadline_not_before() {
     let start = Instant::now();
     let s = sleep(ms(10));
@@ -38,8 +58,9 @@ async fn completes_at_the_deadline_not_before() {
     assert!(s.is_elapsed());
     assert_eq!(s.deadline(), start + ms(10));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn sub_millisecond_sleep_waits_like_tokio() {
     let start = Instant::now();
     let ours = sleep(Duration::from_micros(300));
@@ -55,8 +76,9 @@ async fn sub_millisecond_sleep_waits_like_tokio() {
     assert_eq!(Instant::now(), tokio_done);
     assert!(tokio_done >= start + Duration::from_micros(300));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn reset_later_before_fire_waits_for_the_new_deadline() {
     let start = Instant::now();
     let s = sleep(ms(10));
@@ -71,8 +93,9 @@ async fn reset_later_before_fire_waits_for_the_new_deadline() {
     assert!(poll_once(s.as_mut()).is_ready());
     assert_eq!(s.deadline(), start + ms(30));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn reset_earlier_takes_effect_at_once() {
     let start = Instant::now();
     let s = sleep(ms(100));
@@ -82,8 +105,9 @@ async fn reset_earlier_takes_effect_at_once() {
     s.as_mut().await; // auto-advance: must not wait for 100 ms
     assert_eq!(Instant::now(), start + ms(5));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn reset_after_fire_rearms() {
     let start = Instant::now();
     let s = sleep(ms(10));
@@ -97,8 +121,9 @@ async fn reset_after_fire_rearms() {
     s.as_mut().await;
     assert_eq!(Instant::now(), start + ms(50));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn reset_to_the_past_completes() {
     let start = Instant::now();
     let s = sleep(ms(10));
@@ -108,8 +133,9 @@ async fn reset_to_the_past_completes() {
     s.as_mut().await;
     assert_eq!(Instant::now(), start);
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn resets_before_first_poll_arm_once_at_the_final_deadline() {
     let start = Instant::now();
     let s = sleep(ms(10));
@@ -129,8 +155,9 @@ async fn resets_before_first_poll_arm_once_at_the_final_deadline() {
         assert_eq!(s.stats().registrations, 1);
     }
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn many_later_resets_cost_one_rearm() {
     let start = Instant::now();
     let s = sleep(ms(10));
@@ -144,8 +171,9 @@ async fn many_later_resets_cost_one_rearm() {
     // First arming, then one re-arm for the remainder.
     assert_eq!(s.stats().registrations, 2);
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn duration_max_saturates_and_never_fires() {
     let s = sleep(Duration::MAX);
     tokio::pin!(s);
@@ -153,8 +181,9 @@ async fn duration_max_saturates_and_never_fires() {
     time::advance(Duration::from_secs(86_400 * 365 * 10)).await;
     assert!(poll_once(s.as_mut()).is_pending());
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn huge_duration_in_select_does_not_win() {
     // tokio issue 5183: u64::MAX / 10 seconds must not overflow or fire.
     let long = sleep(Duration::from_secs(u64::MAX / 10));
@@ -163,8 +192,9 @@ async fn huge_duration_in_select_does_not_win() {
         () = sleep(ms(50)) => {}
     }
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn far_future_does_not_fire_after_years() {
     let start = Instant::now();
     let s = sleep_until(start + Duration::from_secs(86_400 * 365 * 20));
@@ -175,8 +205,9 @@ async fn far_future_does_not_fire_after_years() {
         assert!(poll_once(s.as_mut()).is_pending());
     }
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn dropped_from_inside_its_own_waker() {
     type Slot = Arc<Mutex<Option<std::pin::Pin<Box<lazy_deadline::Sleep>>>>>;
     struct DropOnWake(Slot);
@@ -198,16 +229,18 @@ async fn dropped_from_inside_its_own_waker() {
     time::advance(ms(10)).await;
     assert!(slot.lock().unwrap().is_none(), "the wake dropped the sleep");
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn is_unpin_only_when_boxed_and_debug_prints() {
     let s = Box::pin(sleep(ms(1)));
     let text = format!("{s:?}");
     assert!(text.contains("deadline"), "{text}");
     s.await;
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn completed_sleep_stays_ready() {
     let s = sleep(ms(1));
     tokio::pin!(s);
@@ -215,6 +248,7 @@ async fn completed_sleep_stays_ready() {
     assert_eq!(poll_once(s.as_mut()), Poll::Ready(()));
     assert_eq!(poll_once(s.as_mut()), Poll::Ready(()));
     assert_eq!(s.stats().entry_fires, 1, "repeated polls are not new fires");
+}
 }
 
 /// Both `Sleep`s, for the side-by-side tests below.
@@ -262,12 +296,13 @@ async fn completed_reset_wakes<S: AnySleep>(make: impl FnOnce(Instant) -> S) -> 
     seen
 }
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_completed_sleep_reset_wakes_its_last_waker_as_tokios_does() {
     let tokio = completed_reset_wakes(time::sleep_until).await;
     let ours = completed_reset_wakes(sleep_until).await;
     assert_eq!(tokio, [1, 2, 2, 3], "tokio's own behaviour changed");
     assert_eq!(ours, tokio);
+}
 }
 
 /// A pending sleep moved earlier (across ticks, then within one) and later, never
@@ -303,7 +338,7 @@ async fn pending_reset_wakes<S: AnySleep>(
     seen
 }
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_pending_sleep_moved_earlier_wakes_at_the_new_deadline_as_tokios_does() {
     let tokio = pending_reset_wakes(time::sleep_until).await;
     let ours = pending_reset_wakes(sleep_until).await;
@@ -326,11 +361,12 @@ async fn a_pending_sleep_moved_earlier_wakes_at_the_new_deadline_as_tokios_does(
         );
     }
 }
+}
 
 /// A `Sleep` that left its deadline set for an entry of its own keeps a later reset a
 /// store: one registration for a thousand of them, and it still fires at the last.
 /// (The sets, as on a multi-thread runtime: forced here for the paused clock.)
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_sleep_on_an_entry_of_its_own_keeps_later_resets_stores() {
     lazy_deadline::__private::prefer_sets(true);
     let start = Instant::now();
@@ -352,6 +388,7 @@ async fn a_sleep_on_an_entry_of_its_own_keeps_later_resets_stores() {
     );
     sleep.as_mut().await;
     assert_eq!(start.elapsed(), ms(200));
+}
 }
 
 /// A `Sleep` whose deadline fired (its task woken) and that is reset later before
@@ -376,17 +413,18 @@ async fn reset_after_fire_before_poll<S: AnySleep>(make: impl FnOnce(Instant) ->
     seen
 }
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_sleep_reset_after_its_fire_and_before_its_poll_is_woken_at_the_new_deadline() {
     let tokio = reset_after_fire_before_poll(time::sleep_until).await;
     let ours = reset_after_fire_before_poll(sleep_until).await;
     assert_eq!(tokio, [1, 2], "tokio's own behaviour changed");
     assert_eq!(ours, tokio);
 }
+}
 
 /// Moved into the past across ticks (ours: an entry of its own, which fires at once
 /// as it is made): the next poll is `Ready`, as tokio's.
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_sleep_reset_into_the_past_across_ticks_is_ready_at_its_next_poll() {
     let start = Instant::now();
     let s = sleep(ms(10));
@@ -398,4 +436,5 @@ async fn a_sleep_reset_into_the_past_across_ticks_is_ready_at_its_next_poll() {
         poll_once(s.as_mut()).is_ready(),
         "moved into the past, not ready"
     );
+}
 }
