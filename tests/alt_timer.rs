@@ -211,3 +211,35 @@ fn timers_made_while_the_runtime_drops_its_tasks_panic_no_more_than_tokios() {
         "ours panicked {ours} times where tokio's never did"
     );
 }
+
+/// A busy runtime on the per-worker timer dropped: 64 tasks each sleep 50-1,550 µs in
+/// a loop beside an hour-long sleep, so that the workers' deadline sets have entries
+/// armed, some due within the millisecond the worker had not turned yet when it shuts
+/// down (its shutdown wakes them: fires by the clock, after which a set re-arms at
+/// its next deadline on a driver that is down). tokio's own timers never panic there;
+/// ours must not either (a panic inside tokio's shutdown aborts the process).
+#[test]
+fn a_busy_runtime_on_the_per_worker_timer_shuts_down_without_a_panic() {
+    for round in 0..100u64 {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_alt_timer()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            for task in 0..64u64 {
+                tokio::spawn(async move {
+                    tokio::spawn(lazy_deadline::sleep(Duration::from_secs(3600)));
+                    let mut random = common::Rng::new(task + 1);
+                    loop {
+                        let micros = 50 + random.below(1_500);
+                        lazy_deadline::sleep(Duration::from_micros(micros)).await;
+                    }
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(3 + round % 5)).await;
+        });
+        drop(runtime);
+    }
+}

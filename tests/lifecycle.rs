@@ -375,6 +375,44 @@ fn timers_made_while_a_multi_thread_runtime_drops_its_tasks_never_panic() {
     );
 }
 
+/// A timer made on a two-worker runtime (whose driver keeps turning) and first polled
+/// inside a paused runtime whose clock is behind (built 50 ms of real time earlier),
+/// once its deadline has passed by its own runtime's clock: its deadline set's first
+/// filing comes from away, and the set's entry fires at once by the home clock. That
+/// fire must count (the away clock says "early"): it completes as tokio's does.
+/// Real time on purpose: the paused clock must lag a real one.
+fn first_polled_behind(lazy: bool) -> Duration {
+    watchdog("a first poll from behind", LIMIT, move || {
+        let behind = paused_runtime();
+        std::thread::sleep(ms(50));
+        let home = common::two_workers();
+        home.spawn(async {
+            let mut turning = tokio::time::interval(ms(1));
+            loop {
+                turning.tick().await;
+            }
+        });
+        let timer: BoxFuture = {
+            let _home = home.enter();
+            if lazy {
+                Box::pin(lazy_deadline::sleep(ms(1)))
+            } else {
+                Box::pin(tokio::time::sleep(ms(1)))
+            }
+        };
+        std::thread::sleep(ms(10));
+        let start = std::time::Instant::now();
+        behind.block_on(timer);
+        start.elapsed()
+    })
+}
+
+#[test]
+fn a_timer_first_polled_behind_its_runtimes_clock_completes_as_tokios() {
+    assert!(first_polled_behind(false) < LIMIT, "tokio's");
+    assert!(first_polled_behind(true) < LIMIT, "ours");
+}
+
 #[test]
 fn timers_work_inside_a_thread_local_destructor_as_tokios_do() {
     for ours_first in [false, true] {

@@ -363,10 +363,10 @@ async fn a_pending_sleep_moved_earlier_wakes_at_the_new_deadline_as_tokios_does(
 }
 }
 
+paused_test! {
 /// A `Sleep` that left its deadline set for an entry of its own keeps a later reset a
 /// store: one registration for a thousand of them, and it still fires at the last.
 /// (The sets, as on a multi-thread runtime: forced here for the paused clock.)
-paused_test! {
 async fn a_sleep_on_an_entry_of_its_own_keeps_later_resets_stores() {
     lazy_deadline::__private::prefer_sets(true);
     let start = Instant::now();
@@ -422,9 +422,9 @@ async fn a_sleep_reset_after_its_fire_and_before_its_poll_is_woken_at_the_new_de
 }
 }
 
+paused_test! {
 /// Moved into the past across ticks (ours: an entry of its own, which fires at once
 /// as it is made): the next poll is `Ready`, as tokio's.
-paused_test! {
 async fn a_sleep_reset_into_the_past_across_ticks_is_ready_at_its_next_poll() {
     let start = Instant::now();
     let s = sleep(ms(10));

@@ -57,7 +57,11 @@ pub struct Locked<X> {
     /// Where the runtime entry is armed (`NEVER`: not armed). Invariant: when armed,
     /// the entry holds the set's waker (polled since it last fired: a poll registers
     /// whatever it reports, and a reset keeps the waker), or it fired since and that
-    /// fire's wake has a service coming, which polls it.
+    /// fire's wake has a service coming, which polls it. One exception, at the end
+    /// of a runtime whose timer wakes every entry as it shuts down: the runtime
+    /// layer may report that wake as no fire, or lose its entry to the driver's
+    /// shutdown, and leave `armed` set with nothing to fire; the runtime's end then
+    /// closes the set, which wakes every request.
     pub armed: u64,
     /// What the runtime layer keeps under the same lock (tokio's entry).
     pub extra: X,

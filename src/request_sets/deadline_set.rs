@@ -142,7 +142,8 @@ impl TokioEntry {
     }
 }
 
-/// What a set learns of its runtime's timer driver when it is bound, through its own
+/// What a set learns of its runtime's timer driver at its entry's first re-arm from
+/// that runtime's context (`TokioEntry::learn_driver`), through its own
 /// entry `sleep` (made in that runtime): whether a reset keeps the waker the entry
 /// was last polled with and wakes it from inside the reset when the new deadline has
 /// passed (tokio's default driver does; the per-worker timer of `tokio_unstable`
@@ -227,14 +228,36 @@ impl SetEntry for TokioEntry {
         {
             self.resets += 1;
         }
-        if !self.probed {
-            // Before the re-arm: the probe leaves the entry fired, and the caller
-            // polls after a re-arm while `keeps_waker` is unknown (the set's waker
-            // is registered again there).
-            self.learn_driver();
+        if self.keeps_waker {
+            // tokio's default driver: its reset never panics (on a driver that shut
+            // down, it fires the entry with tokio's shutdown error).
+            if let Some(sleep) = self.sleep.as_mut() {
+                sleep.as_mut().reset(from_nanos(at));
+            }
+            return;
         }
-        if let Some(sleep) = self.sleep.as_mut() {
-            sleep.as_mut().reset(from_nanos(at));
+        // Not learnt yet, or tokio's per-worker timer, whose reset makes a new entry
+        // and panics once the worker shut down ("being shutdown"). Its shutdown wakes
+        // every entry, this one too, also one whose deadline has just passed (a fire
+        // by the clock, which `poll_fired` cannot tell apart), and the service then
+        // re-arms at the next deadline: tokio's own timers are never reset there
+        // (their tasks are not polled again). That panic must not come out of
+        // tokio's shutdown (it aborts the process): the entry goes, and the
+        // runtime's end, which follows, closes the set and wakes its requests. A
+        // panic hook still sees the panic.
+        let reset = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if !self.probed {
+                // Before the re-arm: the probe leaves the entry fired, and the
+                // caller polls after a re-arm while `keeps_waker` is unknown (the
+                // set's waker is registered again there).
+                self.learn_driver();
+            }
+            if let Some(sleep) = self.sleep.as_mut() {
+                sleep.as_mut().reset(from_nanos(at));
+            }
+        }));
+        if reset.is_err() {
+            self.sleep = None; // nothing fires any more: the close wakes the requests
         }
     }
 
@@ -246,7 +269,8 @@ impl SetEntry for TokioEntry {
     }
 
     fn keeps_waker_across_reset(&self) -> bool {
-        // Learnt at binding (`probe_driver`): tokio's default driver re-registers
+        // Learnt at the first re-arm (`probe_driver`; `false` until then): tokio's
+        // default driver re-registers
         // the entry in place, waker kept; its per-worker timer makes a new entry, and
         // the set polls it after each re-arm there.
         self.keeps_waker
@@ -267,7 +291,8 @@ impl DeadlineSet {
     }
 
     /// Whether its runtime's driver keeps an entry's waker across a reset (learnt at
-    /// binding). Lock-free, as [`tick_end`](Self::tick_end).
+    /// the entry's first re-arm; `false` until then). Lock-free, as
+    /// [`tick_end`](Self::tick_end).
     pub fn keeps_waker(&self) -> bool {
         // Relaxed: see `tick_end`.
         self.keeps_waker.load(Ordering::Relaxed)
@@ -278,11 +303,12 @@ impl DeadlineSet {
     /// void, and nothing of its deadline matters any more).
     #[inline]
     pub fn tick_end(&self, at: u64) -> Option<u64> {
-        // Relaxed: written under the lock, at binding (unknown) and at the entry's
-        // first re-arm (learnt), before any filing of the binding reads it (a timer
-        // reads it after its own filing, which took that lock or ran on the owner
-        // thread). A reader that misses the second store reads "unknown", which costs
-        // a move, never a fire: both values are true of the binding.
+        // Relaxed: written under the lock, at binding ("unknown", before any filing
+        // of the binding reads it: a timer reads it after its own filing, which took
+        // that lock or ran on the owner thread, so never a previous binding's value)
+        // and at the entry's first re-arm (learnt). A reader that misses the second
+        // store reads "unknown", which costs a move, never a fire: both values are
+        // true of the binding.
         let offset = self.grid.load(Ordering::Relaxed);
         (offset != NO_GRID).then(|| tick_end(offset, at))
     }

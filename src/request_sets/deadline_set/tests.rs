@@ -245,6 +245,47 @@ fn the_set_learns_its_runtimes_driver_and_tick_boundaries_at_its_first_re_arm() 
 }
 
 #[test]
+fn a_rebound_set_knows_nothing_of_its_last_bindings_driver() {
+    // A set that learnt its driver, back in the pool with its runtime, then bound to
+    // another runtime (by hand here, so that no other test's thread takes it from the
+    // pool first): until its entry's first re-arm there, its lock-free copies say
+    // "unknown", never the last binding's values (a stale "keeps the waker" would
+    // lose wakes on tokio's per-worker timer; a stale grid, fire a move late).
+    on_a_thread_of_its_own(|| {
+        let first = paused();
+        let set = first.block_on(async {
+            let made = crate::timeout(Duration::from_secs(5), std::future::pending::<()>());
+            let mut made = std::pin::pin!(made);
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(made.as_mut().poll(&mut cx).is_pending());
+            let set = thread_sets::current().set().unwrap();
+            assert!(set.keeps_waker(), "learnt at the first re-arm");
+            set
+        });
+        drop(first);
+        let second = paused();
+        second.block_on(async {
+            POOL.lock()
+                .unwrap()
+                .retain(|pooled| !std::ptr::eq(*pooled, set));
+            let entry = TokioEntry {
+                sleep: Some(Box::pin(tokio::time::sleep_until(
+                    tokio::time::Instant::now(),
+                ))),
+                runtime: Some(tokio::runtime::Handle::current().id()),
+                holder: Holder::Orphans,
+                ..TokioEntry::unbound()
+            };
+            let (_, generation, _) = set.bind_as(entry, false);
+            assert!(!set.keeps_waker(), "the last binding's driver");
+            let now = crate::time_base::to_nanos(tokio::time::Instant::now());
+            assert_eq!(set.tick_end(now + 1), None, "the last binding's grid");
+            set.close(generation);
+        });
+    });
+}
+
+#[test]
 fn deadlines_filed_in_decreasing_order_within_a_tick_rearm_once() {
     // As a runtime that defers yielded tasks wakes them: each filing earlier than the
     // last, all within one tick. One re-arm, and all fire at that tick.
