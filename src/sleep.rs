@@ -5,6 +5,7 @@
 //! the set would pay its lock for, a tokio entry of its own, re-armed lazily
 //! (`own_entry`; also what carries a `Sleep` on once its runtime shut down).
 
+mod counts;
 mod in_set;
 mod own_entry;
 mod tokio_entry;
@@ -13,7 +14,8 @@ use crate::core::NEVER;
 use crate::request_sets::{thread_sets, Bound, Request};
 use crate::stats::Stats;
 use crate::time_base::{to_nanos, FAR_FUTURE};
-use own_entry::OwnEntry;
+use counts::Counts;
+use own_entry::{Fired, OwnEntry};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -157,9 +159,12 @@ pin_project! {
     /// long-lived timer (a connection's, a limiter's), not a per-request one: at such
     /// a reset it leaves the set for a tokio entry of its own (one allocation, once),
     /// which it re-arms lazily from then on. A later reset is still a store, any
-    /// other one tokio's own reset of that entry, its fire wakes the task directly
-    /// (through a signal of the `Sleep`'s own, whose slot holds the task's waker),
-    /// and a pending poll by the same task does not call into tokio.
+    /// other one tokio's own reset of that entry. Polled about once per fire (a
+    /// ticker's, a limiter's), it polls that entry as tokio's `Sleep` does, with the
+    /// task's waker; polled pending more often between fires (a `select!` loop), it
+    /// goes through a signal of its own, whose slot holds the task's waker, so that a
+    /// pending poll by the same task does not call into tokio. The mode is chosen
+    /// at each fire.
     ///
     /// Like tokio's, it does not implement `Unpin`: pin it (`tokio::pin!` or
     /// `Box::pin`) to use it with `select!` or `reset`.
@@ -334,53 +339,6 @@ const AWAY: u8 = 8;
 /// On tokio's own entry: the entry is in tokio's driver (polled or reset), as
 /// tokio's `registered`.
 const REGISTERED: u8 = 16;
-
-/// `Stats` in less room (saturating): a `Sleep` is moved around by value. `u32`s in
-/// the deadline set's place; `u16`s on tokio's entry, where a `Sleep` must stay
-/// within 128 bytes (see the type's `place`).
-#[derive(Clone, Copy, Debug, Default)]
-struct Counts<T = u32> {
-    registrations: T,
-    fires: T,
-}
-
-/// A saturating count.
-trait Count: Copy + Default + Into<u64> {
-    fn plus_one(self) -> Self;
-}
-
-impl Count for u16 {
-    #[inline]
-    fn plus_one(self) -> Self {
-        self.saturating_add(1)
-    }
-}
-
-impl Count for u32 {
-    #[inline]
-    fn plus_one(self) -> Self {
-        self.saturating_add(1)
-    }
-}
-
-impl<T: Count> Counts<T> {
-    #[inline]
-    fn registered(&mut self) {
-        self.registrations = self.registrations.plus_one();
-    }
-
-    #[inline]
-    fn fired(&mut self) {
-        self.fires = self.fires.plus_one();
-    }
-
-    fn stats(self) -> Stats {
-        Stats {
-            registrations: self.registrations.into(),
-            entry_fires: self.fires.into(),
-        }
-    }
-}
 
 impl Sleep {
     /// Returns the instant at which the future will complete: exactly the deadline
@@ -615,14 +573,20 @@ impl Future for Sleep {
                 } => (*deadline, request, filed_at, own, last_waker, counts, flags),
             };
         if *flags & COMPLETED == 0 {
-            let passed = match own {
+            let fired = match own {
                 Some(entry) => entry.as_mut().poll_fired(counts, cx),
-                None => in_set::poll(request, own, deadline, filed_at, counts, cx),
+                None => Fired::from(in_set::poll(request, own, deadline, filed_at, counts, cx)),
             };
-            if !passed {
-                return Poll::Pending;
+            match fired {
+                Fired::No => return Poll::Pending,
+                Fired::Yes => *flags |= COMPLETED,
+                Fired::YesBudgetSpent => {
+                    // tokio's own poll of the entry spent it; its entry keeps the
+                    // waker (no `last_waker`: the `Sleep` has an entry of its own).
+                    *flags |= COMPLETED;
+                    return Poll::Ready(());
+                }
             }
-            *flags |= COMPLETED;
         } else if let Some(own) = own {
             // Completed: as tokio's `Ready` poll, the entry keeps this waker.
             own.as_mut().keep_waker(cx);

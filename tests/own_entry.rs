@@ -9,6 +9,7 @@ use common::{ms, paused_runtime, poll_once, CountingWaker};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Waker};
+use std::time::Duration;
 use tokio::time::Instant;
 
 trait AnySleep: Future<Output = ()> {
@@ -233,4 +234,86 @@ async fn a_sleep_on_its_own_entry_moved_later_is_not_elapsed_before_its_deadline
     let ours = moved_later_on_its_own_entry(ours).await;
     assert_eq!(tokio, [false, true], "tokio's own behaviour changed");
     assert_eq!(ours, tokio);
+}
+
+/// One `Sleep` used three ways in turn, five rounds each, twice over: as a ticker's
+/// (reset after it completed, polled pending once, fired, polled `Ready`), as a
+/// `select!` loop's (polled pending several times per fire, by two tasks' wakers in
+/// turn), and as a limiter's (reset after it completed and not polled before its
+/// fire: its last waker is woken). Ours, on an entry of its own, switches between
+/// polling tokio's entry with the task's waker (about one pending poll per fire) and
+/// through its signal (more), at each fire. After each step, the wakes of each waker
+/// and the poll's outcome, which must be tokio's.
+async fn ticker_then_select_loop_then_limiter<S: AnySleep>(mut s: Pin<&mut S>) -> Vec<String> {
+    let (a_count, a) = CountingWaker::new();
+    let (b_count, b) = CountingWaker::new();
+    let mut seen = Vec::new();
+    let mut record = |step: &str, ready: Option<bool>, elapsed: bool| {
+        seen.push(format!(
+            "{step}: a woken {}, b woken {}, ready {ready:?}, elapsed {elapsed}",
+            a_count.wakes(),
+            b_count.wakes()
+        ));
+    };
+    let poll_with =
+        |s: Pin<&mut S>, waker: &Waker| s.poll(&mut Context::from_waker(waker)).is_ready();
+    assert!(!poll_with(s.as_mut(), &a));
+    tokio::time::advance(ms(10)).await;
+    assert!(poll_with(s.as_mut(), &a), "the first deadline");
+    for round in 0..30 {
+        let now = Instant::now();
+        match round / 5 % 3 {
+            0 => {
+                s.as_mut().reset_to(now + ms(1));
+                let ready = poll_with(s.as_mut(), &a);
+                record("ticker, reset", Some(ready), s.elapsed());
+                tokio::time::advance(ms(1)).await;
+                record("ticker, due", None, s.elapsed());
+                let ready = poll_with(s.as_mut(), &a);
+                record("ticker, polled", Some(ready), s.elapsed());
+            }
+            1 => {
+                s.as_mut().reset_to(now + ms(3));
+                for (i, waker) in [&b, &a, &b, &a].into_iter().enumerate() {
+                    let ready = poll_with(s.as_mut(), waker);
+                    record(&format!("loop, poll {i}"), Some(ready), s.elapsed());
+                    tokio::time::advance(Duration::from_micros(500)).await;
+                }
+                tokio::time::advance(ms(1)).await;
+                record("loop, due", None, s.elapsed());
+                let ready = poll_with(s.as_mut(), &b);
+                record("loop, polled", Some(ready), s.elapsed());
+            }
+            _ => {
+                s.as_mut().reset_to(now + ms(2));
+                record("limiter, reset", None, s.elapsed());
+                tokio::time::advance(ms(2)).await;
+                record("limiter, due", None, s.elapsed());
+                let ready = poll_with(s.as_mut(), &a);
+                record("limiter, polled", Some(ready), s.elapsed());
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_sleep_on_its_own_entry_used_as_a_ticker_a_loop_and_a_limiter_in_turn_wakes_as_tokios() {
+    let tokio = paused_runtime().block_on(async {
+        let theirs = tokio::time::sleep(ms(10));
+        tokio::pin!(theirs);
+        ticker_then_select_loop_then_limiter(theirs).await
+    });
+    common::in_both_places(|sets| {
+        let tokio = tokio.clone();
+        async move {
+            let ours = lazy_deadline::sleep(ms(10));
+            tokio::pin!(ours);
+            let ours = ticker_then_select_loop_then_limiter(ours).await;
+            for (step, (ours, tokio)) in ours.iter().zip(&tokio).enumerate() {
+                assert_eq!(ours, tokio, "step {step} (through the sets: {sets})");
+            }
+            assert_eq!(ours.len(), tokio.len());
+        }
+    });
 }

@@ -2,7 +2,7 @@
 //! `crate::request_sets`): its polls, and the resets that the set serves itself or
 //! that move it to an entry of its own (`own_entry`).
 
-use super::own_entry::OwnEntry;
+use super::own_entry::{Fired, OwnEntry};
 use super::Counts;
 use crate::request_sets::{Filing, Request};
 use crate::time_base::to_nanos;
@@ -92,7 +92,7 @@ fn shut_down(
         panic!("A Tokio 1.x context was found, but it is being shutdown.");
     }
     let mut entry = OwnEntry::fallback(deadline);
-    let passed = entry.as_mut().poll_fired(&mut Counts::default(), cx);
+    let passed = entry.as_mut().poll_fired(&mut Counts::default(), cx) != Fired::No;
     *own = Some(entry);
     passed
 }

@@ -19,6 +19,14 @@
 //! before a reset (which took the signal's waker out of the entry) has raised the
 //! flag, and the next poll registers again. On tokio's per-worker timer a reset makes
 //! a new entry, with no waker: the poll after a reset registers there.
+//!
+//! That hop (the signal's flag and slot between tokio's fire and the task) pays only
+//! where pending polls outnumber fires (a `select!` loop that polls the `Sleep` at
+//! every turn). A ticker's or a rate limiter's `Sleep` is polled about once per fire:
+//! there the entry is polled *directly*, with the task's own waker and inside the
+//! task's budget, as tokio's own `Sleep` is, so the fire wakes the task itself. The
+//! mode is chosen at each fire, by the pending polls since the last one (at most one:
+//! direct).
 
 use super::Counts;
 use crate::core::signal::EntrySignal;
@@ -32,6 +40,7 @@ use tokio::time::Instant;
 
 pin_project! {
     /// See the module docs.
+    #[project = OwnEntryProj]
     pub(super) struct OwnEntry {
         #[pin]
         sleep: tokio::time::Sleep,
@@ -49,6 +58,11 @@ pin_project! {
         registered: bool,
         // Whether tokio's reset keeps the entry's waker (its default driver).
         keeps_waker: bool,
+        // Polled directly with the task's waker, no signal (see the module docs).
+        direct: bool,
+        // Pending polls since the entry last fired (saturating), which choose
+        // `direct` at the next fire.
+        pending_polls: u8,
         // The entry of a `Sleep` whose runtime shut down: a plain `tokio::time::Sleep`
         // from then on (every reset and poll is tokio's own).
         fallback: bool,
@@ -105,6 +119,8 @@ impl OwnEntry {
             memo: WakerMemo::default(),
             registered: false,
             keeps_waker,
+            direct: false,
+            pending_polls: 0,
             fallback,
         })
     }
@@ -121,12 +137,15 @@ impl OwnEntry {
     /// the target when the entry fired before it (the deadline moved later). Bounded:
     /// after `MAX_ROUNDS` fires in one poll, it yields (waking itself).
     #[inline]
-    pub fn poll_fired(self: Pin<&mut Self>, counts: &mut Counts, cx: &mut Context<'_>) -> bool {
+    pub fn poll_fired(self: Pin<&mut Self>, counts: &mut Counts, cx: &mut Context<'_>) -> Fired {
         let mut me = self.project();
         if *me.fallback {
             // Outside the task's budget: the caller spends it on `Ready`.
             let entry = std::pin::pin!(tokio::task::unconstrained(me.sleep));
-            return entry.poll(cx).is_ready();
+            return Fired::from(entry.poll(cx).is_ready());
+        }
+        if *me.direct {
+            return poll_direct(me, counts, cx);
         }
         // The task's waker into the signal's slot first (a lock only when it
         // changed), then the flag: a fire after this wakes that waker.
@@ -136,7 +155,8 @@ impl OwnEntry {
             // flag nor by tokio's state, which also covers a fire this poll did not
             // see through the flag: one an earlier poll reported): its fire raises
             // the flag and wakes the task.
-            return false;
+            *me.pending_polls = me.pending_polls.saturating_add(1);
+            return Fired::No;
         }
         if *me.target > *me.armed && me.sleep.is_elapsed() {
             // The entry fired at `armed` (an earlier poll saw it: a ticker's previous
@@ -150,11 +170,13 @@ impl OwnEntry {
             let fired = poll_entry(me.signal, me.signal_waker, me.sleep.as_mut());
             *me.registered = true;
             if !fired {
-                return false;
+                *me.pending_polls = me.pending_polls.saturating_add(1);
+                return Fired::No;
             }
             counts.fired();
             if *me.target <= *me.armed {
-                return true;
+                choose_mode(me.direct, me.pending_polls, me.registered);
+                return Fired::Yes;
             }
             // The deadline moved later since the entry was armed: re-arm there.
             me.sleep.as_mut().reset(*me.target);
@@ -162,7 +184,7 @@ impl OwnEntry {
             counts.registered();
         }
         cx.waker().wake_by_ref();
-        false
+        Fired::No
     }
 
     /// A `Sleep` that completed is polled again: as tokio's `Ready` poll, the entry
@@ -170,6 +192,13 @@ impl OwnEntry {
     pub fn keep_waker(self: Pin<&mut Self>, cx: &mut Context<'_>) {
         let me = self.project();
         if *me.fallback {
+            let entry = std::pin::pin!(tokio::task::unconstrained(me.sleep));
+            let _ = entry.poll(cx);
+            return;
+        }
+        if *me.direct {
+            // The entry keeps this waker, as tokio's does at a `Ready` poll (outside
+            // the budget: the caller spends it).
             let entry = std::pin::pin!(tokio::task::unconstrained(me.sleep));
             let _ = entry.poll(cx);
             return;
@@ -216,6 +245,85 @@ impl OwnEntry {
         // module docs); its per-worker timer made a new entry, with none.
         *me.registered &= *me.keeps_waker;
     }
+}
+
+/// What a poll of the entry found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fired {
+    /// Not yet: the fire wakes the task.
+    No,
+    /// The deadline has passed; the caller spends a unit of the task's budget.
+    Yes,
+    /// The deadline has passed, and tokio's own poll spent the task's budget unit.
+    YesBudgetSpent,
+}
+
+impl From<bool> for Fired {
+    fn from(fired: bool) -> Self {
+        if fired {
+            Fired::Yes
+        } else {
+            Fired::No
+        }
+    }
+}
+
+/// At a fire: poll the entry directly from now on if the task polled it pending at
+/// most once since the last fire (a ticker's, a limiter's), else through the signal
+/// (whose memo spares tokio's poll at each pending poll). Leaving direct mode, the
+/// entry holds the task's waker, not the signal's: `registered` goes, so that the
+/// next poll registers the signal.
+#[inline]
+fn choose_mode(direct: &mut bool, pending_polls: &mut u8, registered: &mut bool) {
+    *direct = *pending_polls <= 1;
+    *pending_polls = 0;
+    if *direct {
+        *registered = false;
+    }
+}
+
+/// [`OwnEntry::poll_fired`] in direct mode: tokio's own poll with the task's waker,
+/// inside the task's budget (as tokio's `Sleep` polls), after re-arming an entry that
+/// fired before the deadline.
+#[inline]
+fn poll_direct(me: OwnEntryProj<'_>, counts: &mut Counts, cx: &mut Context<'_>) -> Fired {
+    let mut sleep = me.sleep;
+    if *me.target > *me.armed && sleep.is_elapsed() {
+        sleep.as_mut().reset(*me.target);
+        *me.armed = *me.target;
+        counts.registered();
+    }
+    if sleep.as_mut().poll(cx).is_pending() {
+        // Pending, or the budget is spent (tokio then woke the task to yield).
+        *me.pending_polls = me.pending_polls.saturating_add(1);
+        return Fired::No;
+    }
+    counts.fired();
+    if *me.target <= *me.armed {
+        choose_mode(me.direct, me.pending_polls, me.registered);
+        return Fired::YesBudgetSpent;
+    }
+    // It fired at `armed` between the check above and the poll (its driver runs on
+    // another thread), before the deadline, which moved later: re-arm there and poll
+    // again, outside the budget (its unit went on that fire), which registers this
+    // waker there or finds it passed.
+    for _ in 0..MAX_ROUNDS {
+        sleep.as_mut().reset(*me.target);
+        *me.armed = *me.target;
+        counts.registered();
+        let entry = std::pin::pin!(tokio::task::unconstrained(sleep.as_mut()));
+        if entry.poll(cx).is_pending() {
+            return Fired::No;
+        }
+        counts.fired();
+        if *me.target <= *me.armed {
+            // Its budget unit went on the first fire of this poll.
+            choose_mode(me.direct, me.pending_polls, me.registered);
+            return Fired::YesBudgetSpent;
+        }
+    }
+    cx.waker().wake_by_ref();
+    Fired::No
 }
 
 /// Polls tokio's entry `sleep` with the signal's waker (outside the task's budget:
