@@ -60,7 +60,7 @@ pin_project! {
         keeps_waker: bool,
         // Polled directly with the task's waker, no signal (see the module docs).
         direct: bool,
-        // Pending polls since the entry last fired (saturating), which choose
+        // Pending polls since the entry last fired (counted up to 2), which choose
         // `direct` at the next fire.
         pending_polls: u8,
         // The entry of a `Sleep` whose runtime shut down: a plain `tokio::time::Sleep`
@@ -155,7 +155,7 @@ impl OwnEntry {
             // flag nor by tokio's state, which also covers a fire this poll did not
             // see through the flag: one an earlier poll reported): its fire raises
             // the flag and wakes the task.
-            *me.pending_polls = me.pending_polls.saturating_add(1);
+            note_pending(me.pending_polls);
             return Fired::No;
         }
         if *me.target > *me.armed && me.sleep.is_elapsed() {
@@ -170,7 +170,7 @@ impl OwnEntry {
             let fired = poll_entry(me.signal, me.signal_waker, me.sleep.as_mut());
             *me.registered = true;
             if !fired {
-                *me.pending_polls = me.pending_polls.saturating_add(1);
+                note_pending(me.pending_polls);
                 return Fired::No;
             }
             counts.fired();
@@ -268,6 +268,14 @@ impl From<bool> for Fired {
     }
 }
 
+/// A pending poll, counted up to 2 (all that `choose_mode` asks).
+#[inline(always)]
+fn note_pending(pending_polls: &mut u8) {
+    if *pending_polls < 2 {
+        *pending_polls += 1;
+    }
+}
+
 /// At a fire: poll the entry directly from now on if the task polled it pending at
 /// most once since the last fire (a ticker's, a limiter's), else through the signal
 /// (whose memo spares tokio's poll at each pending poll). Leaving direct mode, the
@@ -295,7 +303,7 @@ fn poll_direct(me: OwnEntryProj<'_>, counts: &mut Counts, cx: &mut Context<'_>) 
     }
     if sleep.as_mut().poll(cx).is_pending() {
         // Pending, or the budget is spent (tokio then woke the task to yield).
-        *me.pending_polls = me.pending_polls.saturating_add(1);
+        note_pending(me.pending_polls);
         return Fired::No;
     }
     counts.fired();
