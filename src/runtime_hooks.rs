@@ -15,10 +15,13 @@
 /// timer, like tokio's, belongs to the runtime of that context. With real clocks the
 /// two runtimes' clocks agree and nothing differs but which driver fires the timer;
 /// with a paused clock in either runtime, the pinned thread's runtime judges it, and
-/// a duration (`sleep`, `timeout`, `interval`) counts from that runtime's clock, not
-/// from the other context's (`tokio::time::Instant::now()` there reads the other
-/// runtime's clock: an `Instant` computed from it, as for `sleep_until`, is the
-/// caller's).
+/// the duration of a `sleep` or `timeout`, and an `interval`'s first tick, count from
+/// that runtime's clock, not from the other context's (`tokio::time::Instant::now()`
+/// there reads the other runtime's clock: an `Instant` computed from it, as for
+/// `sleep_until`, is the caller's). What reads "now" later still reads the context's
+/// clock there: an `Interval`'s missed-tick handling and its `reset`s,
+/// `Sleep::is_elapsed` while its deadline moved later, and the hyper and quinn
+/// adapters' `now()`.
 ///
 /// A thread that outlives its runtime (a blocking thread after
 /// `shutdown_background` or `shutdown_timeout`, carrying on in a runtime of its own or

@@ -232,3 +232,35 @@ impl std::task::Wake for SendOnWake {
         let _ = self.0.lock().unwrap().send(());
     }
 }
+
+/// A blocking thread of a paused current-thread runtime keeps its pin when the sets
+/// are preferred (the crate's test hook; otherwise it lets go at its first timer):
+/// its timer's deadline counts from that runtime's paused clock (an hour ahead of the
+/// real one here), as tokio's does, not from the real clock.
+#[test]
+fn a_pinned_blocking_thread_of_a_paused_runtime_counts_from_its_paused_clock() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .on_thread_start(lazy_deadline::on_thread_start)
+        .build()
+        .unwrap();
+    let (ours, tokios) = rt.block_on(async {
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        tokio::task::spawn_blocking(|| {
+            lazy_deadline::__private::prefer_sets(true);
+            let now = tokio::time::Instant::now();
+            let ours = lazy_deadline::sleep(ms(50)).deadline();
+            let tokios = tokio::time::sleep(ms(50)).deadline();
+            lazy_deadline::__private::prefer_sets(false);
+            (
+                ours.saturating_duration_since(now),
+                tokios.saturating_duration_since(now),
+            )
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(tokios, ms(50), "tokio's own");
+    assert_eq!(ours, tokios);
+}

@@ -236,14 +236,16 @@ async fn a_sleep_on_its_own_entry_moved_later_is_not_elapsed_before_its_deadline
     assert_eq!(ours, tokio);
 }
 
-/// One `Sleep` used three ways in turn, five rounds each, twice over: as a ticker's
+/// One `Sleep` used four ways in turn, in every order, twice over: as a ticker's
 /// (reset after it completed, polled pending once, fired, polled `Ready`), as a
 /// `select!` loop's (polled pending several times per fire, by two tasks' wakers in
-/// turn), and as a limiter's (reset after it completed and not polled before its
-/// fire: its last waker is woken). Ours, on an entry of its own, switches between
-/// polling tokio's entry with the task's waker (about one pending poll per fire) and
-/// through its signal (more), at each fire. After each step, the wakes of each waker
-/// and the poll's outcome, which must be tokio's.
+/// turn), as a limiter's (reset after it completed and not polled before its fire:
+/// its last waker is woken), and handed over after each of those (completed, polled
+/// by the other task, which becomes the one a reset wakes, as a limiter shared
+/// behind a lock). Ours, on an entry of its own, switches between polling tokio's
+/// entry with the task's waker (about one pending poll per fire) and through its
+/// signal (more), at each fire. After each step, the wakes of each waker and the
+/// poll's outcome, which must be tokio's.
 async fn ticker_then_select_loop_then_limiter<S: AnySleep>(mut s: Pin<&mut S>) -> Vec<String> {
     let (a_count, a) = CountingWaker::new();
     let (b_count, b) = CountingWaker::new();
@@ -260,19 +262,41 @@ async fn ticker_then_select_loop_then_limiter<S: AnySleep>(mut s: Pin<&mut S>) -
     assert!(!poll_with(s.as_mut(), &a));
     tokio::time::advance(ms(10)).await;
     assert!(poll_with(s.as_mut(), &a), "the first deadline");
-    for round in 0..30 {
+    // Whether `b` polled last (the waker a reset of the completed `Sleep` wakes).
+    let mut b_last = false;
+    // Each phase after each other, so that a hand-over meets both modes, and the
+    // switch from one to the other right before it.
+    let phases = [
+        "ticker",
+        "ticker",
+        "hand over",
+        "loop",
+        "hand over",
+        "loop",
+        "loop",
+        "hand over",
+        "limiter",
+        "hand over",
+        "ticker",
+        "loop",
+        "limiter",
+        "limiter",
+        "hand over",
+    ];
+    for round in 0..phases.len() * 2 {
         let now = Instant::now();
-        match round / 5 % 3 {
-            0 => {
+        match phases[round % phases.len()] {
+            "ticker" => {
+                let waker = if b_last { &b } else { &a };
                 s.as_mut().reset_to(now + ms(1));
-                let ready = poll_with(s.as_mut(), &a);
+                let ready = poll_with(s.as_mut(), waker);
                 record("ticker, reset", Some(ready), s.elapsed());
                 tokio::time::advance(ms(1)).await;
                 record("ticker, due", None, s.elapsed());
-                let ready = poll_with(s.as_mut(), &a);
+                let ready = poll_with(s.as_mut(), waker);
                 record("ticker, polled", Some(ready), s.elapsed());
             }
-            1 => {
+            "loop" => {
                 s.as_mut().reset_to(now + ms(3));
                 for (i, waker) in [&b, &a, &b, &a].into_iter().enumerate() {
                     let ready = poll_with(s.as_mut(), waker);
@@ -283,14 +307,26 @@ async fn ticker_then_select_loop_then_limiter<S: AnySleep>(mut s: Pin<&mut S>) -
                 record("loop, due", None, s.elapsed());
                 let ready = poll_with(s.as_mut(), &b);
                 record("loop, polled", Some(ready), s.elapsed());
+                b_last = true;
             }
-            _ => {
+            "limiter" => {
                 s.as_mut().reset_to(now + ms(2));
                 record("limiter, reset", None, s.elapsed());
                 tokio::time::advance(ms(2)).await;
                 record("limiter, due", None, s.elapsed());
-                let ready = poll_with(s.as_mut(), &a);
+                let ready = poll_with(s.as_mut(), if b_last { &b } else { &a });
                 record("limiter, polled", Some(ready), s.elapsed());
+            }
+            _ => {
+                // The other task polls the completed `Sleep`, then resets it.
+                b_last = !b_last;
+                let ready = poll_with(s.as_mut(), if b_last { &b } else { &a });
+                record("hand over, polled", Some(ready), s.elapsed());
+                s.as_mut().reset_to(now + ms(1));
+                tokio::time::advance(ms(1)).await;
+                record("hand over, due", None, s.elapsed());
+                let ready = poll_with(s.as_mut(), if b_last { &b } else { &a });
+                record("hand over, polled again", Some(ready), s.elapsed());
             }
         }
     }

@@ -48,6 +48,9 @@ struct Last {
     generation: u64,
     /// The thread is pinned to this runtime: no lookup at all.
     pinned: bool,
+    /// Pinned, and the runtime is a multi-thread one, whose clock is the real one
+    /// (never paused): see [`now_of`].
+    real_clock: bool,
 }
 
 impl Last {
@@ -198,16 +201,17 @@ pub(crate) fn current_or_tokio() -> Option<Bound> {
 /// `Instant::now()` (the current context's clock, which is that runtime's), except on
 /// a thread pinned to that runtime ([`pin_to_current`]), which may be inside another
 /// runtime's context (another runtime's `block_on` on a blocking thread) whose clock
-/// (paused, maybe far off) tokio's `Instant::now()` would read. A pinned runtime is a
-/// multi-thread one (a current-thread runtime's pinned threads let go of the pin at
-/// their first timer), whose clock is never paused: the real clock.
+/// (paused, maybe far off) tokio's `Instant::now()` would read. Where that runtime is
+/// a multi-thread one, its clock is never paused: the real clock. (A current-thread
+/// runtime's pinned threads let go of the pin at their first timer, unless the sets
+/// are preferred for tests; their clock may be paused, and is read through tokio.)
 #[inline]
 pub(crate) fn now_of(bound: &Bound) -> tokio::time::Instant {
-    let pinned = LAST.with(|last| {
+    let real = LAST.with(|last| {
         last.get()
-            .is_some_and(|last| last.pinned && last.runtime == bound.runtime())
+            .is_some_and(|last| last.real_clock && last.runtime == bound.runtime())
     });
-    if pinned {
+    if real {
         tokio::time::Instant::from_std(std::time::Instant::now())
     } else {
         tokio::time::Instant::now()
@@ -328,14 +332,18 @@ fn remember(bound: Bound) {
             let owned = thread.owned.iter().find(|owned| {
                 owned.runtime == bound.runtime() && bound.is_of(owned.set, owned.generation)
             })?;
+            let pinned = thread
+                .pinned
+                .as_ref()
+                .filter(|p| p.handle.id() == owned.runtime);
             Some(Last {
                 runtime: owned.runtime,
                 set: owned.set,
                 generation: owned.generation,
-                pinned: thread
-                    .pinned
-                    .as_ref()
-                    .is_some_and(|p| p.handle.id() == owned.runtime),
+                pinned: pinned.is_some(),
+                real_clock: pinned.is_some_and(|p| {
+                    p.handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread
+                }),
             })
         })
         .ok()

@@ -204,6 +204,13 @@ impl OwnEntry {
             return;
         }
         me.signal.register(cx.waker(), me.memo);
+        if !*me.registered {
+            // tokio's entry holds another waker (the task's, polled directly before
+            // the entry left direct mode): the signal's into it, so that a reset's
+            // fire wakes this task.
+            let _ = poll_entry(me.signal, me.signal_waker, me.sleep);
+            *me.registered = true;
+        }
     }
 
     /// The deadline moves to `deadline` with nothing registered (see
@@ -314,24 +321,18 @@ fn poll_direct(me: OwnEntryProj<'_>, counts: &mut Counts, cx: &mut Context<'_>) 
     // It fired at `armed` between the check above and the poll (its driver runs on
     // another thread), before the deadline, which moved later: re-arm there and poll
     // again, outside the budget (its unit went on that fire), which registers this
-    // waker there or finds it passed.
-    for _ in 0..MAX_ROUNDS {
-        sleep.as_mut().reset(*me.target);
-        *me.armed = *me.target;
-        counts.registered();
-        let entry = std::pin::pin!(tokio::task::unconstrained(sleep.as_mut()));
-        if entry.poll(cx).is_pending() {
-            return Fired::No;
-        }
-        counts.fired();
-        if *me.target <= *me.armed {
-            // Its budget unit went on the first fire of this poll.
-            choose_mode(me.direct, me.pending_polls, me.registered);
-            return Fired::YesBudgetSpent;
-        }
+    // waker there or finds it passed (a re-armed entry fires at the deadline: no
+    // further round).
+    sleep.as_mut().reset(*me.target);
+    *me.armed = *me.target;
+    counts.registered();
+    let entry = std::pin::pin!(tokio::task::unconstrained(sleep.as_mut()));
+    if entry.poll(cx).is_pending() {
+        return Fired::No;
     }
-    cx.waker().wake_by_ref();
-    Fired::No
+    counts.fired();
+    choose_mode(me.direct, me.pending_polls, me.registered);
+    Fired::YesBudgetSpent
 }
 
 /// Polls tokio's entry `sleep` with the signal's waker (outside the task's budget:
