@@ -246,6 +246,67 @@ fn a_bursting_interval_spends_one_unit_per_tick_as_tokio_does() {
     assert_eq!(ticks_per_budget(true), ticks_per_budget(false));
 }
 
+/// A completed `Sleep` polled again spends one unit of budget per `Ready`, as
+/// tokio's does, wherever ours lives: on tokio's entry, in the deadline set, and on
+/// an entry of its own in either mode (polled directly, as a ticker's is; through
+/// its signal, as a `select!` loop's is). How many `Ready` polls one budget allows.
+#[test]
+fn a_completed_sleep_polled_again_spends_one_unit_per_ready_as_tokios_does() {
+    /// `make` a `Sleep` 1 ms out, `before` it fires `pending` polls per fire for
+    /// `fires` fires (resetting it after each), then count `Ready` polls.
+    async fn readies_per_budget<S: std::future::Future<Output = ()>>(
+        mut sleep: std::pin::Pin<&mut S>,
+        reset: impl Fn(std::pin::Pin<&mut S>),
+        fires: usize,
+        pending: usize,
+    ) -> usize {
+        for fire in 0..=fires {
+            if fire > 0 {
+                reset(sleep.as_mut());
+            }
+            for _ in 0..pending {
+                assert!(poll_once(sleep.as_mut()).is_pending());
+            }
+            tokio::time::advance(ms(1)).await;
+            sleep.as_mut().await;
+        }
+        tokio::task::yield_now().await; // a fresh budget
+        let mut readies = 0;
+        while readies < 1_000 {
+            let ready = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(sleep.as_mut().poll(cx).is_ready())
+            })
+            .await;
+            if !ready {
+                break;
+            }
+            readies += 1;
+        }
+        readies
+    }
+    let tokios = paused_runtime().block_on(async {
+        let sleep = std::pin::pin!(tokio::time::sleep(ms(1)));
+        let reset = |s: std::pin::Pin<&mut tokio::time::Sleep>| {
+            s.reset(tokio::time::Instant::now() + ms(1))
+        };
+        readies_per_budget(sleep, reset, 0, 1).await
+    });
+    let reset =
+        |s: std::pin::Pin<&mut lazy_deadline::Sleep>| s.reset(tokio::time::Instant::now() + ms(1));
+    // (fires, pending polls per fire): a fresh one; a ticker's own entry (direct);
+    // a loop's own entry (its signal).
+    for (fires, pending) in [(0, 1), (3, 1), (3, 3)] {
+        common::in_both_places(|sets| async move {
+            let sleep = std::pin::pin!(lazy_deadline::sleep(ms(1)));
+            let ours = readies_per_budget(sleep, reset, fires, pending).await;
+            assert_eq!(
+                ours, tokios,
+                "{fires} fires, {pending} pending polls each (sets: {sets})"
+            );
+        });
+    }
+}
+
 // 4. A clock past the time base's horizon (~584 years) saturates: "far future" stays
 //    far, never "due at once".
 
