@@ -117,12 +117,7 @@ fn a_pinned_threads_timers_inside_another_runtime_take_their_deadline_from_its_o
             let a = pinned(1);
             a.block_on(async {
                 tokio::task::spawn_blocking(|| {
-                    let b = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .start_paused(true)
-                        .build()
-                        .unwrap();
-                    b.block_on(async {
+                    common::paused_runtime().block_on(async {
                         tokio::time::advance(Duration::from_secs(3600)).await;
                         let mut waited = Vec::new();
                         let real = std::time::Instant::now();

@@ -162,9 +162,7 @@ impl OwnEntry {
             // The entry fired at `armed` (an earlier poll saw it: a ticker's previous
             // tick) and the deadline has moved on since: re-arm it there without
             // polling the spent entry again.
-            me.sleep.as_mut().reset(*me.target);
-            *me.armed = *me.target;
-            counts.registered();
+            rearm_at_target(me.sleep.as_mut(), *me.target, me.armed, counts);
         }
         for _ in 0..MAX_ROUNDS {
             let fired = poll_entry(me.signal, me.signal_waker, me.sleep.as_mut());
@@ -179,9 +177,7 @@ impl OwnEntry {
                 return Fired::Yes;
             }
             // The deadline moved later since the entry was armed: re-arm there.
-            me.sleep.as_mut().reset(*me.target);
-            *me.armed = *me.target;
-            counts.registered();
+            rearm_at_target(me.sleep.as_mut(), *me.target, me.armed, counts);
         }
         cx.waker().wake_by_ref();
         Fired::No
@@ -304,9 +300,7 @@ fn choose_mode(direct: &mut bool, pending_polls: &mut u8, registered: &mut bool)
 fn poll_direct(me: OwnEntryProj<'_>, counts: &mut Counts, cx: &mut Context<'_>) -> Fired {
     let mut sleep = me.sleep;
     if *me.target > *me.armed && sleep.is_elapsed() {
-        sleep.as_mut().reset(*me.target);
-        *me.armed = *me.target;
-        counts.registered();
+        rearm_at_target(sleep.as_mut(), *me.target, me.armed, counts);
     }
     if sleep.as_mut().poll(cx).is_pending() {
         // Pending, or the budget is spent (tokio then woke the task to yield).
@@ -323,9 +317,7 @@ fn poll_direct(me: OwnEntryProj<'_>, counts: &mut Counts, cx: &mut Context<'_>) 
     // again, outside the budget (its unit went on that fire), which registers this
     // waker there or finds it passed (a re-armed entry fires at the deadline: no
     // further round).
-    sleep.as_mut().reset(*me.target);
-    *me.armed = *me.target;
-    counts.registered();
+    rearm_at_target(sleep.as_mut(), *me.target, me.armed, counts);
     let entry = std::pin::pin!(tokio::task::unconstrained(sleep.as_mut()));
     if entry.poll(cx).is_pending() {
         return Fired::No;
@@ -333,6 +325,20 @@ fn poll_direct(me: OwnEntryProj<'_>, counts: &mut Counts, cx: &mut Context<'_>) 
     counts.fired();
     choose_mode(me.direct, me.pending_polls, me.registered);
     Fired::YesBudgetSpent
+}
+
+/// The entry fired at `armed`, before the deadline `target` (it moved later since):
+/// tokio's reset re-arms it there.
+#[inline]
+fn rearm_at_target(
+    sleep: Pin<&mut tokio::time::Sleep>,
+    target: Instant,
+    armed: &mut Instant,
+    counts: &mut Counts,
+) {
+    sleep.reset(target);
+    *armed = target;
+    counts.registered();
 }
 
 /// Polls tokio's entry `sleep` with the signal's waker (outside the task's budget:
