@@ -68,14 +68,8 @@ pub fn sleep(duration: Duration) -> Sleep {
 #[track_caller]
 #[inline(never)]
 fn sleep_looked_up(duration: Duration) -> Sleep {
-    let place = match thread_sets::current_or_tokio() {
-        Some(bound) => Place::in_set(thread_sets::now_of(&bound) + duration, bound),
-        None => Place::tokio(Instant::now() + duration),
-    };
-    Sleep {
-        place,
-        _pinned: PhantomPinned,
-    }
+    let (bound, now) = thread_sets::current_or_tokio_and_now();
+    in_place(bound, now + duration)
 }
 
 /// Waits until `deadline` is reached; the lazy counterpart of
@@ -120,7 +114,14 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 #[track_caller]
 #[inline(never)]
 fn sleep_until_looked_up(deadline: Instant) -> Sleep {
-    let place = match thread_sets::current_or_tokio() {
+    in_place(thread_sets::current_or_tokio(), deadline)
+}
+
+/// A `Sleep` at `deadline` in `bound`'s set, or on tokio's own entry (`None`).
+#[track_caller]
+#[inline(always)]
+fn in_place(bound: Option<Bound>, deadline: Instant) -> Sleep {
+    let place = match bound {
         Some(bound) => Place::in_set(deadline, bound),
         None => Place::tokio(deadline),
     };

@@ -75,10 +75,11 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
         }
         return Timeout::new(future.into_future(), Delay::tokio(None));
     }
-    let delay = match thread_sets::current_or_tokio() {
-        // By its runtime's clock (a pinned thread may be in another's context).
-        Some(bound) => Delay::in_set(thread_sets::now_of(&bound).checked_add(duration), bound),
-        None => Delay::tokio(Instant::now().checked_add(duration)),
+    // Now by its runtime's clock (a pinned thread may be in another's context).
+    let (bound, now) = thread_sets::current_or_tokio_and_now();
+    let delay = match bound {
+        Some(bound) => Delay::in_set(now.checked_add(duration), bound),
+        None => Delay::tokio(now.checked_add(duration)),
     };
     Timeout::new(future.into_future(), delay)
 }

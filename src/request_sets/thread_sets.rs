@@ -191,31 +191,52 @@ pub fn prefer_sets(prefer: bool) {
 #[track_caller]
 #[inline(always)]
 pub(crate) fn current_or_tokio() -> Option<Bound> {
-    if let Some(bound) = last_bound() {
+    if let Some((bound, _)) = last_bound() {
         return Some(bound);
     }
     slow(true).ok()
 }
 
-/// Now, by the clock of the runtime that `bound`'s timer belongs to: tokio's
-/// `Instant::now()` (the current context's clock, which is that runtime's), except on
-/// a thread pinned to that runtime ([`pin_to_current`]), which may be inside another
-/// runtime's context (another runtime's `block_on` on a blocking thread) whose clock
-/// (paused, maybe far off) tokio's `Instant::now()` would read. Where that runtime is
-/// a multi-thread one, its clock is never paused: the real clock. (A current-thread
-/// runtime's pinned threads let go of the pin at their first timer, unless the sets
-/// are preferred for tests; their clock may be paused, and is read through tokio.)
-#[inline]
-pub(crate) fn now_of(bound: &Bound) -> tokio::time::Instant {
-    let real = LAST.with(|last| {
-        last.get()
-            .is_some_and(|last| last.real_clock && last.runtime == bound.runtime())
-    });
-    if real {
+/// [`current_or_tokio`], with now by the clock of the runtime the timer belongs to,
+/// for a deadline `duration` from now: tokio's `Instant::now()` (the current
+/// context's clock, which is that runtime's), except on a thread pinned to that
+/// runtime ([`pin_to_current`]), which may be inside another runtime's context
+/// (another runtime's `block_on` on a blocking thread) whose clock (paused, maybe far
+/// off) tokio's `Instant::now()` would read. Where that runtime is a multi-thread
+/// one, its clock is never paused: the real clock. (A current-thread runtime's pinned
+/// threads let go of the pin at their first timer, unless the sets are preferred for
+/// tests; their clock may be paused, and is read through tokio.) The choice comes
+/// with the lookup (the thread's last set says it), so it costs no second read.
+///
+/// # Panics
+///
+/// As [`current_or_tokio`].
+#[track_caller]
+#[inline(always)]
+pub(crate) fn current_or_tokio_and_now() -> (Option<Bound>, tokio::time::Instant) {
+    let (bound, real_clock) = match last_bound() {
+        Some((bound, real_clock)) => (Some(bound), real_clock),
+        None => match slow(true) {
+            Ok(bound) => (Some(bound), last_real_clock(&bound)),
+            Err(_) => (None, false),
+        },
+    };
+    let now = if real_clock {
         tokio::time::Instant::from_std(std::time::Instant::now())
     } else {
         tokio::time::Instant::now()
-    }
+    };
+    (bound, now)
+}
+
+/// Whether the thread's last set, just found for `bound` by a lookup, is on a
+/// pinned multi-thread runtime's clock (see [`current_or_tokio_and_now`]).
+#[cold]
+fn last_real_clock(bound: &Bound) -> bool {
+    LAST.with(|last| {
+        last.get()
+            .is_some_and(|last| last.real_clock && last.runtime == bound.runtime())
+    })
 }
 
 /// The current thread's set for the current runtime.
@@ -227,24 +248,25 @@ pub(crate) fn now_of(bound: &Bound) -> tokio::time::Instant {
 #[cfg(all(test, not(lazy_deadline_loom)))]
 #[track_caller]
 pub(crate) fn current() -> Bound {
-    if let Some(bound) = last_bound() {
+    if let Some((bound, _)) = last_bound() {
         return bound;
     }
     slow(false).expect("a set when tokio's entry is not allowed")
 }
 
-/// The thread's last set, if the current runtime is its runtime (and it lives).
+/// The thread's last set, if the current runtime is its runtime (and it lives), and
+/// whether its clock is the real one (`Last::real_clock`).
 #[inline(always)]
-fn last_bound() -> Option<Bound> {
+fn last_bound() -> Option<(Bound, bool)> {
     let last = LAST.with(Cell::get)?;
     if last.pinned {
-        return last.bound();
+        return last.bound().map(|bound| (bound, last.real_clock));
     }
     let handle = tokio::runtime::Handle::try_current().ok()?;
     let same = last.runtime == handle.id();
     drop(handle);
     if same {
-        last.bound()
+        last.bound().map(|bound| (bound, false))
     } else {
         None
     }

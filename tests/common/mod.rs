@@ -304,3 +304,16 @@ pub fn panics_of_timers_at_shutdown(alt_timer: bool, lazy: bool, rounds: usize) 
     let uncaught = ON_ITS_THREADS.load(Ordering::SeqCst) - before;
     uncaught.max(panics.load(Ordering::Relaxed))
 }
+
+/// Timers made at the shutdowns of `rounds` two-worker runtimes (on tokio's per-worker
+/// timer if `alt_timer`) panic no more with ours than with tokio's, which never do
+/// (see [`panics_of_timers_at_shutdown`]).
+pub fn assert_no_panics_of_timers_at_shutdown(alt_timer: bool, rounds: usize) {
+    let tokios = panics_of_timers_at_shutdown(alt_timer, false, rounds);
+    assert_eq!(tokios, 0, "tokio's own panicked");
+    let ours = panics_of_timers_at_shutdown(alt_timer, true, rounds);
+    assert_eq!(
+        ours, 0,
+        "ours panicked {ours} times where tokio's never did"
+    );
+}
