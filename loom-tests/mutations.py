@@ -577,6 +577,19 @@ M = [
   "            let let_go = if view.cancel(filed) {",
   "            let let_go = if view.cancel(filed) && false {",
   "T:reset_edges", "a_sleep_that_leaves_its_set_as_the_last_filing_leaves_no_waker_there"),
+ # is_elapsed read inside another runtime's context (its paused clock ahead or behind).
+ ("own entry: is_elapsed judged by a clock read alone (the caller's runtime's clock)", "src/sleep/own_entry.rs",
+  "        self.sleep.is_elapsed() && (self.target <= self.armed || self.target <= Instant::now())",
+  "        self.target <= Instant::now()",
+  "T:own_entry", "is_elapsed_read_inside_another_runtime_answers_from_the_entry_as_tokios"),
+ ("own entry: is_elapsed of an entry armed at the deadline asks the clock too", "src/sleep/own_entry.rs",
+  "        self.sleep.is_elapsed() && (self.target <= self.armed || self.target <= Instant::now())",
+  "        self.sleep.is_elapsed() && self.target <= Instant::now()",
+  "T:own_entry", "is_elapsed_read_inside_another_runtime_answers_from_the_entry_as_tokios"),
+ ("tokio's entry: is_elapsed of an entry armed at the deadline asks the clock too", "src/sleep/tokio_entry.rs",
+  "    entry.is_elapsed() && (later == 0 || deadline(entry, later) <= Instant::now())",
+  "    entry.is_elapsed() && deadline(entry, later) <= Instant::now()",
+  "T:own_entry", "is_elapsed_read_inside_another_runtime_answers_from_the_entry_as_tokios"),
 ]
 args = sys.argv[1:]
 if args == ["--check"]:

@@ -353,3 +353,59 @@ fn a_sleep_on_its_own_entry_used_as_a_ticker_a_loop_and_a_limiter_in_turn_wakes_
         }
     });
 }
+
+/// Moved earlier across ticks (ours: an entry of its own), then `is_elapsed` read
+/// inside other runtimes' contexts, whose paused clocks `Instant::now()` would read:
+/// one an hour ahead while the entry waits, one behind once the entry fired. tokio's
+/// answers from its entry in both; so must ours, where the entry is armed at the
+/// deadline (no clock of the caller's has a say).
+async fn is_elapsed_read_in_other_runtimes<S: AnySleep>(
+    mut s: Pin<&mut S>,
+    ahead: &tokio::runtime::Handle,
+    behind: &tokio::runtime::Handle,
+) -> [bool; 4] {
+    let start = Instant::now();
+    assert!(poll_once(s.as_mut()).is_pending());
+    s.as_mut().reset_to(start + ms(100));
+    assert!(poll_once(s.as_mut()).is_pending());
+    let waiting_ahead = {
+        let _in_ahead = ahead.enter();
+        s.elapsed()
+    };
+    let waiting_home = s.elapsed();
+    tokio::time::advance(ms(100)).await;
+    let fired_behind = {
+        let _in_behind = behind.enter();
+        s.elapsed()
+    };
+    let fired_home = s.elapsed();
+    [waiting_ahead, waiting_home, fired_behind, fired_home]
+}
+
+#[test]
+fn is_elapsed_read_inside_another_runtime_answers_from_the_entry_as_tokios() {
+    // Built first: its clock, paused at its start, is behind every later runtime's.
+    let behind = paused_runtime();
+    let ahead = paused_runtime();
+    ahead.block_on(tokio::time::advance(Duration::from_secs(3600)));
+    let (ahead, behind) = (ahead.handle().clone(), behind.handle().clone());
+    let tokio = paused_runtime().block_on(async {
+        let theirs = tokio::time::sleep(ms(500));
+        tokio::pin!(theirs);
+        is_elapsed_read_in_other_runtimes(theirs, &ahead, &behind).await
+    });
+    assert_eq!(
+        tokio,
+        [false, false, true, true],
+        "tokio's own behaviour changed"
+    );
+    common::in_both_places(|sets| {
+        let (ahead, behind) = (ahead.clone(), behind.clone());
+        async move {
+            let ours = lazy_deadline::sleep(ms(500));
+            tokio::pin!(ours);
+            let ours = is_elapsed_read_in_other_runtimes(ours, &ahead, &behind).await;
+            assert_eq!(ours, tokio, "through the sets: {sets}");
+        }
+    });
+}
