@@ -57,6 +57,19 @@ impl EntryStub {
         }
     }
 
+    /// An entry armed and never polled: its fire calls no waker until a poll
+    /// registers one.
+    pub fn unregistered() -> Self {
+        Self {
+            state: loom::sync::Mutex::new((false, false)),
+        }
+    }
+
+    /// Whether it fired (tokio's `is_elapsed`: no registration).
+    pub fn has_fired(&self) -> bool {
+        self.state.lock().unwrap().0
+    }
+
     /// The driver fires the entry: marks it, then calls the waker if one is there.
     pub fn fire(&self, wake: impl FnOnce()) {
         let registered = {

@@ -1,0 +1,148 @@
+//! loom models of a `Sleep`'s entry of its own polled through its signal
+//! (`sleep::own_entry`'s signal mode) against the entry firing on the driver's
+//! thread (another worker of a multi-thread runtime). tokio's entry cannot run
+//! under loom, so the owner's poll below follows `OwnEntry::poll_fired` step by step
+//! over the crate's real [`EntrySignal`] and a stand-in entry with tokio's guarantee
+//! (a poll sees the fire, or the fire calls the waker it registered). Every model
+//! asserts the task's side of it: a poll that reports "not fired" is followed by a
+//! wake of the waker it was made with, and the poll after that wake reports the fire.
+#![cfg(lazy_deadline_loom)]
+
+mod support;
+
+use lazy_deadline::core::signal::EntrySignal;
+use lazy_deadline::sync::WakerMemo;
+use loom::sync::Arc;
+use loom::thread;
+use std::task::Waker;
+use support::{EntryStub, WakeFlag};
+
+/// The owner's side: the signal, whether the entry holds the signal's waker, and
+/// the memo of the task's waker in the signal's slot.
+struct Owner {
+    signal: Arc<EntrySignal>,
+    entry: Arc<EntryStub>,
+    registered: bool,
+    memo: WakerMemo,
+}
+
+impl Owner {
+    /// `OwnEntry::poll_fired` in signal mode, the deadline where the entry is armed:
+    /// the task's waker into the signal's slot, then the flag and the entry's state;
+    /// if neither says fired and the entry holds the signal's waker, pending without
+    /// a call into the entry; else the flag lowered, then the entry polled (it
+    /// registers the signal's waker).
+    fn poll(&mut self, task: &Waker) -> bool {
+        self.signal.register(task, &mut self.memo);
+        if self.registered && !self.signal.entry_has_fired() && !self.entry.has_fired() {
+            return false;
+        }
+        self.signal.clear_entry_fired();
+        let fired = self.entry.poll();
+        self.registered = true;
+        fired
+    }
+}
+
+/// Runs the owner's poll with `task` against the entry's fire on another thread;
+/// `before` sets the owner up first (its earlier polls). Returns what the racing
+/// poll reported and whether `task` was woken after the poll began, and checks the
+/// poll that follows the fire.
+fn race(
+    entry: EntryStub,
+    registered: bool,
+    before: impl FnOnce(&mut Owner),
+    task: (std::sync::Arc<WakeFlag>, Waker),
+) {
+    let signal = Arc::new(EntrySignal::new());
+    let entry = Arc::new(entry);
+    let mut owner = Owner {
+        signal: signal.clone(),
+        entry: entry.clone(),
+        registered,
+        memo: WakerMemo::default(),
+    };
+    before(&mut owner);
+    let driver = {
+        let (signal, entry) = (signal.clone(), entry.clone());
+        thread::spawn(move || entry.fire(|| signal.entry_fired()))
+    };
+    let (flag, waker) = task;
+    let woken_before = flag.count();
+    let fired = owner.poll(&waker);
+    driver.join().unwrap();
+    if !fired {
+        assert!(
+            flag.count() > woken_before,
+            "the poll said not fired and the fire never woke its task"
+        );
+        assert!(
+            owner.poll(&waker),
+            "the poll after the fire's wake missed it"
+        );
+    }
+}
+
+/// The entry holds the signal's waker (polled before, not fired); the task polls
+/// again with the same waker (the memo: no lock) while the entry fires.
+#[test]
+fn a_fire_racing_a_pending_poll_with_the_same_waker_is_seen_or_wakes_the_task() {
+    loom::model(|| {
+        let task = WakeFlag::new();
+        let waker = task.1.clone();
+        race(
+            EntryStub::registered(),
+            true,
+            move |owner| {
+                owner.signal.register(&waker, &mut owner.memo);
+            },
+            task,
+        );
+    });
+}
+
+/// As above, but another task polls it (the slot's waker changes under its lock).
+#[test]
+fn a_fire_racing_a_pending_poll_by_another_task_wakes_that_task() {
+    loom::model(|| {
+        let (_first, first) = WakeFlag::new();
+        race(
+            EntryStub::registered(),
+            true,
+            move |owner| {
+                owner.signal.register(&first, &mut owner.memo);
+            },
+            WakeFlag::new(),
+        );
+    });
+}
+
+/// The entry does not hold the signal's waker yet (never polled, or tokio's
+/// per-worker timer made a new entry at a reset): the poll lowers the flag and
+/// polls the entry while it fires.
+#[test]
+fn a_fire_racing_the_first_poll_of_a_new_entry_is_seen_or_wakes_the_task() {
+    loom::model(|| {
+        race(EntryStub::unregistered(), false, |_| {}, WakeFlag::new());
+    });
+}
+
+/// A fire the owner has not consumed yet left the flag raised (the entry was
+/// re-armed since, keeping the signal's waker): the poll takes the slow path,
+/// lowers the flag and polls the re-armed entry while it fires again.
+#[test]
+fn a_stale_flag_lowered_while_the_rearmed_entry_fires_loses_no_wake() {
+    loom::model(|| {
+        let task = WakeFlag::new();
+        let waker = task.1.clone();
+        race(
+            EntryStub::registered(),
+            true,
+            move |owner| {
+                owner.signal.register(&waker, &mut owner.memo);
+                owner.signal.entry_fired(); // an earlier fire, not consumed
+            },
+            task,
+        );
+    });
+}
