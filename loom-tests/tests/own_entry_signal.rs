@@ -44,25 +44,37 @@ impl Owner {
     }
 }
 
-/// Runs the owner's poll with `task` against the entry's fire on another thread;
-/// `before` sets the owner up first (its earlier polls). Returns what the racing
-/// poll reported and whether `task` was woken after the poll began, and checks the
-/// poll that follows the fire.
-fn race(
-    entry: EntryStub,
-    registered: bool,
-    before: impl FnOnce(&mut Owner),
-    task: (std::sync::Arc<WakeFlag>, Waker),
-) {
+/// What the owner did before the racing poll.
+enum Before {
+    /// Nothing: the entry is new and holds no waker yet.
+    Nothing,
+    /// Polled it with this waker (pending): the entry holds the signal's waker.
+    Polled(Waker),
+    /// The same, and the entry fired since, a fire no poll has consumed (the
+    /// entry was re-armed after it, keeping the signal's waker): the flag is raised.
+    PolledThenFired(Waker),
+}
+
+/// Runs the owner's poll with `task` against the entry's fire on another thread,
+/// after `before`, and asserts the task's side (see the module docs).
+fn race(before: Before, task: (std::sync::Arc<WakeFlag>, Waker)) {
     let signal = Arc::new(EntrySignal::new());
-    let entry = Arc::new(entry);
+    let entry = Arc::new(match before {
+        Before::Nothing => EntryStub::unregistered(),
+        Before::Polled(_) | Before::PolledThenFired(_) => EntryStub::registered(),
+    });
     let mut owner = Owner {
         signal: signal.clone(),
         entry: entry.clone(),
-        registered,
+        registered: !matches!(before, Before::Nothing),
         memo: WakerMemo::default(),
     };
-    before(&mut owner);
+    if let Before::Polled(earlier) | Before::PolledThenFired(earlier) = &before {
+        owner.signal.register(earlier, &mut owner.memo);
+    }
+    if let Before::PolledThenFired(_) = before {
+        owner.signal.entry_fired();
+    }
     let driver = {
         let (signal, entry) = (signal.clone(), entry.clone());
         thread::spawn(move || entry.fire(|| signal.entry_fired()))
@@ -89,15 +101,7 @@ fn race(
 fn a_fire_racing_a_pending_poll_with_the_same_waker_is_seen_or_wakes_the_task() {
     loom::model(|| {
         let task = WakeFlag::new();
-        let waker = task.1.clone();
-        race(
-            EntryStub::registered(),
-            true,
-            move |owner| {
-                owner.signal.register(&waker, &mut owner.memo);
-            },
-            task,
-        );
+        race(Before::Polled(task.1.clone()), task);
     });
 }
 
@@ -106,14 +110,7 @@ fn a_fire_racing_a_pending_poll_with_the_same_waker_is_seen_or_wakes_the_task() 
 fn a_fire_racing_a_pending_poll_by_another_task_wakes_that_task() {
     loom::model(|| {
         let (_first, first) = WakeFlag::new();
-        race(
-            EntryStub::registered(),
-            true,
-            move |owner| {
-                owner.signal.register(&first, &mut owner.memo);
-            },
-            WakeFlag::new(),
-        );
+        race(Before::Polled(first), WakeFlag::new());
     });
 }
 
@@ -122,27 +119,15 @@ fn a_fire_racing_a_pending_poll_by_another_task_wakes_that_task() {
 /// polls the entry while it fires.
 #[test]
 fn a_fire_racing_the_first_poll_of_a_new_entry_is_seen_or_wakes_the_task() {
-    loom::model(|| {
-        race(EntryStub::unregistered(), false, |_| {}, WakeFlag::new());
-    });
+    loom::model(|| race(Before::Nothing, WakeFlag::new()));
 }
 
-/// A fire the owner has not consumed yet left the flag raised (the entry was
-/// re-armed since, keeping the signal's waker): the poll takes the slow path,
-/// lowers the flag and polls the re-armed entry while it fires again.
+/// A fire the owner has not consumed yet left the flag raised: the poll takes the
+/// slow path, lowers the flag and polls the re-armed entry while it fires again.
 #[test]
 fn a_stale_flag_lowered_while_the_rearmed_entry_fires_loses_no_wake() {
     loom::model(|| {
         let task = WakeFlag::new();
-        let waker = task.1.clone();
-        race(
-            EntryStub::registered(),
-            true,
-            move |owner| {
-                owner.signal.register(&waker, &mut owner.memo);
-                owner.signal.entry_fired(); // an earlier fire, not consumed
-            },
-            task,
-        );
+        race(Before::PolledThenFired(task.1.clone()), task);
     });
 }
