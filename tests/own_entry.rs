@@ -405,7 +405,7 @@ fn is_elapsed_read_inside_another_runtime_answers_from_the_entry_as_tokios() {
             let ours = lazy_deadline::sleep(ms(500));
             tokio::pin!(ours);
             let ours = is_elapsed_read_in_other_runtimes(ours, &ahead, &behind).await;
-            assert_eq!(ours, tokio, "through the sets: {sets}");
+            assert_eq!(ours, tokio, "sets preferred by the test hook: {sets}");
         }
     });
 }

@@ -6,6 +6,11 @@
 //! (a poll sees the fire, or the fire calls the waker it registered). Every model
 //! asserts the task's side of it: a poll that reports "not fired" is followed by a
 //! wake of the waker it was made with, and the poll after that wake reports the fire.
+//!
+//! What they guard is the signal and the waker slot (`core::signal`, `sync`) under
+//! that sequence of steps: the steps are a copy, so a slip in `own_entry.rs` itself
+//! (its reads reordered) is for the runtime suites (`tests/own_entry.rs`) to catch.
+//! Keep `Owner::poll` in step with `OwnEntry::poll_fired` when either changes.
 #![cfg(lazy_deadline_loom)]
 
 mod support;
@@ -50,8 +55,11 @@ enum Before {
     Nothing,
     /// Polled it with this waker (pending): the entry holds the signal's waker.
     Polled(Waker),
-    /// The same, and the entry fired since, a fire no poll has consumed (the
-    /// entry was re-armed after it, keeping the signal's waker): the flag is raised.
+    /// The same, and the entry fired since, a fire no poll has consumed, then was
+    /// re-armed by a reset: the fire took the signal's waker out of the entry and
+    /// tokio's reset puts none back, while the owner still counts it registered
+    /// (`OwnEntry::reset` on a driver that keeps wakers). Only the raised flag sends
+    /// the next poll to the entry, which registers there again.
     PolledThenFired(Waker),
 }
 
@@ -60,8 +68,8 @@ enum Before {
 fn race(before: Before, task: (std::sync::Arc<WakeFlag>, Waker)) {
     let signal = Arc::new(EntrySignal::new());
     let entry = Arc::new(match before {
-        Before::Nothing => EntryStub::unregistered(),
-        Before::Polled(_) | Before::PolledThenFired(_) => EntryStub::registered(),
+        Before::Nothing | Before::PolledThenFired(_) => EntryStub::unregistered(),
+        Before::Polled(_) => EntryStub::registered(),
     });
     let mut owner = Owner {
         signal: signal.clone(),
@@ -122,8 +130,9 @@ fn a_fire_racing_the_first_poll_of_a_new_entry_is_seen_or_wakes_the_task() {
     loom::model(|| race(Before::Nothing, WakeFlag::new()));
 }
 
-/// A fire the owner has not consumed yet left the flag raised: the poll takes the
-/// slow path, lowers the flag and polls the re-armed entry while it fires again.
+/// A fire the owner has not consumed yet left the flag raised, and a reset re-armed
+/// the entry without a waker: only the flag takes the poll down the slow path, which
+/// lowers it and polls the re-armed entry while it fires again.
 #[test]
 fn a_stale_flag_lowered_while_the_rearmed_entry_fires_loses_no_wake() {
     loom::model(|| {
