@@ -219,8 +219,8 @@ M = [
   "                passed = passed.max(now.saturating_sub(TICK_NANOS));", "                passed = passed.max(now);",
   "T:timeout", "timeout_resolves_as_tokios_on_whole_milliseconds"),
  ("deadline set: expired requests are not woken", "src/core/service.rs",
-  "pub fn wake_all(wakers: Vec<Waker>) {\n    for waker in wakers {\n        waker.wake();",
-  "pub fn wake_all(wakers: Vec<Waker>) {\n    for waker in wakers {\n        drop(waker);",
+  "    for waker in wakers.drain(..) {\n        waker.wake();",
+  "    for waker in wakers.drain(..) {\n        drop(waker);",
   "T:timeout", "timeout_resolves_as_tokios_on_whole_milliseconds"),
  ("deadline set: the entry is not re-armed for an earlier deadline", "src/core/service.rs",
   "        if deadline >= armed {\n            return None;\n        }",
@@ -602,6 +602,14 @@ M = [
   "    entry.is_elapsed() && (later == 0 || deadline(entry, later) <= Instant::now())",
   "    entry.is_elapsed() && deadline(entry, later) <= Instant::now()",
   "T:own_entry", "is_elapsed_read_inside_another_runtime_answers_from_the_entry_as_tokios"),
+ ("deadline set: a service's spare waker buffer kept whatever its size (a burst's memory kept)", "src/core/service.rs",
+  "    if wakers.capacity() == 0 || wakers.capacity() > SPARE_CAPACITY {",
+  "    if wakers.capacity() == 0 {",
+  "U:core::service::tests", "a_service_buffer_reuses_the_room_of_the_last_one_up_to_the_spare_capacity"),
+ ("deadline set: the spare waker buffer recycled with its wakers in it (finished tasks kept)", "src/core/service.rs",
+  "    for waker in wakers.drain(..) {\n        waker.wake();\n    }",
+  "    for waker in wakers.iter() {\n        waker.wake_by_ref();\n    }",
+  "U:core::service::tests", "wake_all_wakes_each_waker_once_and_keeps_none"),
 ]
 args = sys.argv[1:]
 if args == ["--check"]:
