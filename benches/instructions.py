@@ -23,10 +23,10 @@ one driver lock costs it nothing on one thread) but a guard, so that a change th
 makes tokio's-entry rows cheaper by making the sets' path dearer shows (sharing a
 function between the two places moves the registers its frame saves onto both).
 
-The ratchet (`--check`): a row whose ratio (and sets ratio) is more than 2% below its baseline fails,
-as does a row missing from the run or from the baseline, or a self-check outside
-0.99-1.01. A row that improved raises its baseline with `--update`, committed with
-the change. Needs valgrind and the Python standard library; installs nothing.
+The ratchet (`--check`): a row whose ratio (or sets ratio) is more than 2% below its
+baseline fails, as does a row missing from the run or from the baseline, or a
+self-check outside 0.99-1.01. A row that improved raises its baseline with
+`--update`, committed with the change. Needs valgrind and the Python standard library; installs nothing.
 """
 import argparse
 import concurrent.futures
@@ -101,20 +101,22 @@ def count(exe, shape, side, ops):
     if side == "sets":
         side, env["LAZY_DEADLINE_PREFER_SETS"] = "lazy", "1"
     command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", exe, shape, side, str(ops)]
+    # How to run it again by hand, in the messages below.
+    shown = " ".join((["LAZY_DEADLINE_PREFER_SETS=1"] if "LAZY_DEADLINE_PREFER_SETS" in env else []) + command)
     try:
         proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               timeout=RUN_LIMIT, env=env)
     except subprocess.TimeoutExpired:
-        sys.exit(f"instructions: `{' '.join(command)}` still ran after {RUN_LIMIT} s: it hung "
+        sys.exit(f"instructions: `{shown}` still ran after {RUN_LIMIT} s: it hung "
                  "(a lost wake under the paused clock parks the runtime for good)")
     found = re.search(r"(?:Collected :|I\s+refs:)\s*([\d,]+)", proc.stderr)
     if proc.returncode != 0 or not found:
-        sys.exit(f"instructions: `{' '.join(command)}` failed:\n{proc.stderr[-2000:]}")
+        sys.exit(f"instructions: `{shown}` failed:\n{proc.stderr[-2000:]}")
     return int(found.group(1).replace(",", ""))
 
 
 def measure(exe, shapes):
-    """{(shape, side): (Ir(N1), Ir(N2))} for both sides of `shapes`, and tokio2 for the
+    """{(shape, side): (Ir(N1), Ir(N2))} for every side of `shapes`, and tokio2 for the
     self-check's shape; every count the median of RUNS runs."""
     pairs = [(shape, side) for shape in shapes for side in ("tokio", "lazy", "sets")]
     pairs += [(SELF_CHECK, side) for side in ("tokio", "tokio2") if (SELF_CHECK, side) not in pairs]
@@ -212,9 +214,10 @@ def check_against(rows, check, baseline, selected):
                 continue
             floor = base[shape][key] * (1 - TOLERANCE)
             if row[key] < floor:
+                was = base[shape].get(side, float("nan"))
                 failures.append(f"{name}: {row[key]:.3f}x, more than {TOLERANCE:.0%} below its baseline "
-                                f"{base[shape][key]:.3f}x (tokio {row['tokio']:,.1f}, ours {row[side]:,.1f} "
-                                f"instructions per operation; baseline ours {base[shape][side]:,.1f})")
+                                f"{base[shape][key]:.3f}x (tokio {row['tokio']:,.1f}, {side} {row[side]:,.1f} "
+                                f"instructions per operation; baseline {side} {was:,.1f})")
             elif row[key] > base[shape][key] * (1 + TOLERANCE):
                 improved.append(f"{name}: {base[shape][key]:.3f}x -> {row[key]:.3f}x")
     low, high = SELF_CHECK_BOUNDS
@@ -255,7 +258,7 @@ def main():
         again, check_again = rows_of(measure(exe, names), shapes)
         print("determinism: the same rows measured twice (instructions per operation)")
         for first, second in zip(rows + [check], again + [check_again]):
-            sides = ("tokio", "tokio2") if "tokio2" in first else ("tokio", "ours")
+            sides = ("tokio", "tokio2") if "tokio2" in first else ("tokio", "ours", "sets")
             moves = ", ".join(f"{side} {first[side]:,.1f} -> {second[side]:,.1f}" for side in sides)
             print(f"  {first['shape']}: {moves}; ratio {first['ratio']:.4f}x -> {second['ratio']:.4f}x")
     baseline = load_baseline()

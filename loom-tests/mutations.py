@@ -610,6 +610,14 @@ M = [
   "    for waker in wakers.drain(..) {\n        waker.wake();\n    }",
   "    for waker in wakers.iter() {\n        waker.wake_by_ref();\n    }",
   "U:core::service::tests", "wake_all_wakes_each_waker_once_and_keeps_none"),
+ ("deadline set: the spare waker buffer read with `with` (a service in a thread-local destructor panics)", "src/core/service.rs",
+  "        SPARE.try_with(std::cell::Cell::take).unwrap_or_default()",
+  "        SPARE.with(std::cell::Cell::take)",
+  "T:lifecycle", "a_deadline_set_fires_inside_a_thread_local_destructor_as_tokios_timer_does"),
+ ("deadline set: the spare waker buffer's room for exactly its capacity not kept", "src/core/service.rs",
+  "    if wakers.capacity() == 0 || wakers.capacity() > SPARE_CAPACITY {",
+  "    if wakers.capacity() == 0 || wakers.capacity() >= SPARE_CAPACITY {",
+  "U:core::service::tests", "a_service_buffer_reuses_the_room_of_the_last_one_up_to_the_spare_capacity"),
 ]
 args = sys.argv[1:]
 if args == ["--check"]:

@@ -417,6 +417,79 @@ fn timers_work_inside_a_thread_local_destructor_as_tokios_do() {
     }
 }
 
+/// In its `Drop`: a deadline fired through the deadline sets (a paused current-thread
+/// runtime, the sets preferred), on a thread whose locals are being destroyed: the
+/// set's service runs on this thread after the thread's spare buffer for its wakers
+/// is gone (registered after this one, destroyed before it).
+struct SetsFireInDrop {
+    lazy: bool,
+    done: mpsc::Sender<Outcome>,
+}
+
+impl Drop for SetsFireInDrop {
+    fn drop(&mut self) {
+        let lazy = self.lazy;
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            lazy_deadline::__private::prefer_sets(lazy);
+            paused_runtime().block_on(async move {
+                if lazy {
+                    assert!(lazy_deadline::timeout(ms(1), pending::<()>())
+                        .await
+                        .is_err());
+                } else {
+                    assert!(tokio::time::timeout(ms(1), pending::<()>()).await.is_err());
+                }
+            })
+        }));
+        let _ = self.done.send(outcome_of(result));
+    }
+}
+
+thread_local! {
+    static SETS_IN_DROP: std::cell::RefCell<Option<SetsFireInDrop>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A thread that registers `SetsFireInDrop` first, then fires a deadline through the
+/// sets (so the set's service has used the thread's spare buffer), then exits: what
+/// the destructor saw.
+fn sets_fired_in_a_thread_local_destructor(lazy: bool) -> Outcome {
+    watchdog(
+        "a set's fire in a thread-local destructor",
+        LIMIT,
+        move || {
+            let (done_tx, done_rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                // tokio's own context first (destroyed after this thread's other locals),
+                // as any thread that uses a runtime has it.
+                paused_runtime().block_on(async {});
+                SETS_IN_DROP.with(|slot| {
+                    *slot.borrow_mut() = Some(SetsFireInDrop {
+                        lazy,
+                        done: done_tx,
+                    })
+                });
+                lazy_deadline::__private::prefer_sets(true);
+                paused_runtime().block_on(async {
+                    assert!(lazy_deadline::timeout(ms(1), pending::<()>())
+                        .await
+                        .is_err());
+                });
+            })
+            .join()
+            .unwrap();
+            done_rx.recv().unwrap()
+        },
+    )
+}
+
+#[test]
+fn a_deadline_set_fires_inside_a_thread_local_destructor_as_tokios_timer_does() {
+    let tokio = sets_fired_in_a_thread_local_destructor(false);
+    let ours = sets_fired_in_a_thread_local_destructor(true);
+    assert_eq!(ours, tokio);
+    assert_eq!(ours, None, "it completes");
+}
+
 #[cfg(feature = "tower")]
 #[test]
 fn a_tower_response_future_made_in_a_task_completes_on_its_own_clock_elsewhere() {

@@ -309,10 +309,16 @@ mod tests {
         assert_eq!(wake_buffer().capacity(), 0, "one spare per thread, taken");
         drop(next);
 
-        // A burst's larger buffer is not kept: the thread keeps no burst's memory.
-        let (_, buffer) = wakers(SPARE_CAPACITY + 1);
-        assert!(buffer.capacity() > SPARE_CAPACITY);
-        wake_all(buffer);
-        assert_eq!(wake_buffer().capacity(), 0);
+        // Room for exactly the spare's capacity is kept; a burst's larger one is not:
+        // the thread keeps no burst's memory.
+        for (room, kept) in [(SPARE_CAPACITY, true), (SPARE_CAPACITY + 1, false)] {
+            let counted = Arc::new(Counted::default());
+            let mut buffer = Vec::with_capacity(room);
+            buffer.extend((0..room).map(|_| Waker::from(counted.clone())));
+            assert_eq!(buffer.capacity(), room);
+            wake_all(buffer);
+            let expected = if kept { room } else { 0 };
+            assert_eq!(wake_buffer().capacity(), expected, "room for {room}");
+        }
     }
 }
