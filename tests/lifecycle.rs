@@ -292,9 +292,13 @@ fn a_timer_first_polled_in_a_nested_runtime_fires_on_the_runtime_it_was_made_in(
     }
 }
 
-/// A thread-local whose destructor makes and awaits timers on a runtime's handle.
+/// A thread-local whose destructor makes and awaits timers: on a runtime's handle,
+/// or (`None`) on a paused current-thread runtime of its own with the deadline sets
+/// preferred, so that a set's service runs on this thread while its locals are being
+/// destroyed (after the thread's spare buffer for a service's wakers, registered
+/// after this one, is gone).
 struct TimersInDrop {
-    handle: tokio::runtime::Handle,
+    handle: Option<tokio::runtime::Handle>,
     lazy: bool,
     done: mpsc::Sender<Outcome>,
 }
@@ -303,7 +307,7 @@ impl Drop for TimersInDrop {
     fn drop(&mut self) {
         let lazy = self.lazy;
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            self.handle.block_on(async move {
+            let timers = async move {
                 if lazy {
                     lazy_deadline::sleep(ms(1)).await;
                     assert!(lazy_deadline::timeout(ms(1), pending::<()>())
@@ -313,7 +317,14 @@ impl Drop for TimersInDrop {
                     tokio::time::sleep(ms(1)).await;
                     assert!(tokio::time::timeout(ms(1), pending::<()>()).await.is_err());
                 }
-            })
+            };
+            match &self.handle {
+                Some(handle) => handle.block_on(timers),
+                None => {
+                    lazy_deadline::__private::prefer_sets(lazy);
+                    paused_runtime().block_on(timers)
+                }
+            }
         }));
         let _ = self.done.send(outcome_of(result));
     }
@@ -342,7 +353,7 @@ fn timers_in_a_thread_local_destructor(lazy: bool, ours_first: bool) -> Outcome 
                 }
                 IN_DROP.with(|slot| {
                     *slot.borrow_mut() = Some(TimersInDrop {
-                        handle: handle.clone(),
+                        handle: Some(handle.clone()),
                         lazy,
                         done: done_tx,
                     })
@@ -417,41 +428,9 @@ fn timers_work_inside_a_thread_local_destructor_as_tokios_do() {
     }
 }
 
-/// In its `Drop`: a deadline fired through the deadline sets (a paused current-thread
-/// runtime, the sets preferred), on a thread whose locals are being destroyed: the
-/// set's service runs on this thread after the thread's spare buffer for its wakers
-/// is gone (registered after this one, destroyed before it).
-struct SetsFireInDrop {
-    lazy: bool,
-    done: mpsc::Sender<Outcome>,
-}
-
-impl Drop for SetsFireInDrop {
-    fn drop(&mut self) {
-        let lazy = self.lazy;
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            lazy_deadline::__private::prefer_sets(lazy);
-            paused_runtime().block_on(async move {
-                if lazy {
-                    assert!(lazy_deadline::timeout(ms(1), pending::<()>())
-                        .await
-                        .is_err());
-                } else {
-                    assert!(tokio::time::timeout(ms(1), pending::<()>()).await.is_err());
-                }
-            })
-        }));
-        let _ = self.done.send(outcome_of(result));
-    }
-}
-
-thread_local! {
-    static SETS_IN_DROP: std::cell::RefCell<Option<SetsFireInDrop>> = const { std::cell::RefCell::new(None) };
-}
-
-/// A thread that registers `SetsFireInDrop` first, then fires a deadline through the
-/// sets (so the set's service has used the thread's spare buffer), then exits: what
-/// the destructor saw.
+/// A thread that registers `TimersInDrop` on a paused runtime of its own first, then
+/// fires a deadline through the sets (so a set's service has used the thread's spare
+/// buffer), then exits: what the destructor saw.
 fn sets_fired_in_a_thread_local_destructor(lazy: bool) -> Outcome {
     watchdog(
         "a set's fire in a thread-local destructor",
@@ -462,8 +441,9 @@ fn sets_fired_in_a_thread_local_destructor(lazy: bool) -> Outcome {
                 // tokio's own context first (destroyed after this thread's other locals),
                 // as any thread that uses a runtime has it.
                 paused_runtime().block_on(async {});
-                SETS_IN_DROP.with(|slot| {
-                    *slot.borrow_mut() = Some(SetsFireInDrop {
+                IN_DROP.with(|slot| {
+                    *slot.borrow_mut() = Some(TimersInDrop {
+                        handle: None,
                         lazy,
                         done: done_tx,
                     })
