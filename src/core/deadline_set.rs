@@ -650,6 +650,7 @@ impl SetCore {
 
 /// Whether the request of slot `index` filed under `ticket` is still pending (a free
 /// function over the slot fields, so that the lanes can ask while they are borrowed).
+#[inline]
 fn is_live(slots: &[Slot], remote: &[Slot], states: &StateWords, index: u32, ticket: u64) -> bool {
     if index & REMOTE != 0 {
         return remote

@@ -171,7 +171,9 @@ impl Lanes {
 
     /// A record of `lane` stopped being live without being popped: counts it out of
     /// its lane (where it stays, stale, until shed), or removes it from the ordered
-    /// set.
+    /// set. Inline: small, on every answer, and called from another module (whose
+    /// codegen unit may not hold this one).
+    #[inline]
     pub fn unqueue(&mut self, lane: u8, record: Record) {
         if lane == ORDERED {
             self.ordered
@@ -182,6 +184,7 @@ impl Lanes {
     }
 
     /// A live record of `lane` was popped and fired.
+    #[inline]
     pub fn lane_done(&mut self, lane: u8) {
         if let Some(lane) = self.lanes.get_mut(lane as usize) {
             lane.live = lane.live.saturating_sub(1);
@@ -197,6 +200,7 @@ impl Lanes {
     /// back the capacity a burst left behind: O(1) per lane when there is nothing to
     /// do, else amortised over the answers that made the records stale. (The
     /// ordered set holds no stale record: cancels remove theirs.)
+    #[inline]
     pub fn compact_sparse(&mut self, live: impl Fn(u32, u64) -> bool) {
         for lane in &mut self.lanes {
             if lane.records.len() > 2 * lane.live + COMPACT_MIN {
