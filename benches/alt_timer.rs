@@ -8,10 +8,14 @@
 //!
 //! Without the cfg it prints how to run it and exits.
 
+#[cfg(tokio_unstable)]
+#[path = "../examples/support/cli.rs"]
+mod cli;
 mod common;
 
 #[cfg(tokio_unstable)]
 mod alt {
+    use super::cli;
     use super::common::*;
     use criterion::Criterion;
     use std::hint::black_box;
@@ -66,6 +70,41 @@ mod alt {
                 batch.set_after(Tcp::Rto, RTO);
             })
         });
+        // A `sleep(1 ms)` awaited until it fires, in 64 tasks: the CPU time of the
+        // whole process per fire (every worker's, the driver's turns and the wakes
+        // included), reported by criterion as if it were the time per iteration. On
+        // this timer a deadline set's fires are serviced by a task the wake schedules.
+        for (name, lazy) in [
+            ("sleep_fire_cpu/tokio", false),
+            ("sleep_fire_cpu/lazy", true),
+        ] {
+            group.bench_function(name, |b| {
+                b.iter_custom(|rounds| {
+                    rt.block_on(async move {
+                        const TASKS: u64 = 64;
+                        let period = Duration::from_millis(1);
+                        let cpu = cli::cpu_ns();
+                        let tasks: Vec<_> = (0..TASKS)
+                            .map(|_| {
+                                tokio::spawn(async move {
+                                    for _ in 0..rounds {
+                                        if lazy {
+                                            lazy_deadline::sleep(period).await;
+                                        } else {
+                                            tokio::time::sleep(period).await;
+                                        }
+                                    }
+                                })
+                            })
+                            .collect();
+                        for task in tasks {
+                            task.await.unwrap();
+                        }
+                        Duration::from_nanos(cli::cpu_ns().saturating_sub(cpu) / TASKS)
+                    })
+                })
+            });
+        }
         group.finish();
     }
 }
