@@ -41,6 +41,7 @@
 
 pub mod activity;
 pub mod deadline_set;
+pub mod deferred;
 pub mod grid;
 pub mod handoff;
 pub mod keyed;

@@ -11,7 +11,9 @@
 //! generation, never by a count, so the entry (which keeps the last waker it was
 //! polled with) keeps nothing alive.
 
+use super::service_task;
 use crate::core::deadline_set::OwnerView;
+use crate::core::deferred::DeferredService;
 use crate::core::grid::{find_boundary, tick_end};
 use crate::core::service::{wake_all, SetEntry};
 use crate::core::shared_set::{Locked, SharedSet};
@@ -38,6 +40,11 @@ pub(crate) struct DeadlineSet {
     /// The entry's `keeps_waker`, readable without the lock, for a timer that leaves
     /// the set for an entry of its own on the same driver.
     keeps_waker: AtomicBool,
+    /// The entry's fires are serviced by a task (tokio's per-worker timer, learnt
+    /// with `keeps_waker`: see `service_task`), readable by the entry's waker.
+    services_in_a_task: AtomicBool,
+    /// The hand-over between the entry's wakes and that task.
+    pub(super) deferred: DeferredService,
 }
 
 /// `DeadlineSet::grid` when the set does not know its runtime's ticks.
@@ -84,6 +91,9 @@ pub(super) struct TokioEntry {
 struct SetWaker {
     set: &'static DeadlineSet,
     generation: u64,
+    /// The binding's runtime, whose task services the set on tokio's per-worker
+    /// timer.
+    runtime: Id,
 }
 
 impl Wake for SetWaker {
@@ -92,7 +102,14 @@ impl Wake for SetWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if self.set.shared.is_open(self.generation) {
+        if !self.set.shared.is_open(self.generation) {
+            return;
+        }
+        // Relaxed: learnt under the lock at the entry's first re-arm from home; a
+        // wake that reads `false` services inside the wake, as before it was learnt.
+        if self.set.services_in_a_task.load(Ordering::Relaxed) {
+            service_task::schedule(self.set, self.generation, self.runtime);
+        } else {
             self.set.shared.signal();
         }
     }
@@ -139,6 +156,10 @@ impl TokioEntry {
         // Relaxed: see `DeadlineSet::tick_end`.
         set.grid.store(grid.unwrap_or(NO_GRID), Ordering::Relaxed);
         set.keeps_waker.store(keeps_waker, Ordering::Relaxed);
+        // Relaxed: read by the entry's waker only to choose where it services (see
+        // `SetWaker`); either place services.
+        set.services_in_a_task
+            .store(!keeps_waker, Ordering::Relaxed);
     }
 }
 
@@ -207,12 +228,13 @@ impl SetEntry for TokioEntry {
             // tokio fires an entry at or after its deadline (its tick is the first
             // at or after it), except when its per-worker timer shuts down a worker:
             // that wakes every entry first, before the runtime drops its tasks (and
-            // the sentinel closes this set, waking its requests). A re-arm then
-            // would be a new entry on a driver that is down, whose panic would come
-            // out of tokio's shutdown. So an early fire, read at home (by the clock
-            // the driver fires by), is no fire: nothing expires, nothing re-arms.
-            // (tokio's default driver keeps the waker; it shuts down after the
-            // sentinel closed the set.)
+            // the sentinel closes this set, waking its requests). The set's service
+            // runs in a task there (`service_task`), which is dropped unpolled, but
+            // a worker may still poll tasks in the turn it learns of the shutdown,
+            // and a re-arm then (a new entry on a driver that is down) panics. So
+            // an early fire, read at home (by the clock the driver fires by), is no
+            // fire: nothing expires, nothing re-arms. (tokio's default driver keeps
+            // the waker; it shuts down after the sentinel closed the set.)
             let home = self
                 .runtime
                 .is_some_and(|runtime| !crate::entry::polled_away_from(runtime));
@@ -237,14 +259,15 @@ impl SetEntry for TokioEntry {
             return;
         }
         // Not learnt yet, or tokio's per-worker timer, whose reset makes a new entry
-        // and panics once the worker shut down ("being shutdown"). Its shutdown wakes
-        // every entry, this one too, also one whose deadline has just passed (a fire
-        // by the clock, which `poll_fired` cannot tell apart), and the service then
-        // re-arms at the next deadline: tokio's own timers are never reset there
-        // (their tasks are not polled again). That panic must not come out of
-        // tokio's shutdown (it aborts the process): the entry goes, and the
-        // runtime's end, which follows, closes the set and wakes its requests. A
-        // panic hook still sees the panic.
+        // and panics once the worker shut down ("being shutdown"). Learnt, the set
+        // is serviced in a task there (`service_task`), so no re-arm runs inside
+        // tokio's shutdown (which wakes every entry); but a task polled in the turn
+        // a worker learns of the shutdown, or a service before the driver was
+        // learnt (inside the wake), may re-arm on a driver that is down, as tokio's
+        // own timer registered in such a task panics. That panic must not come out
+        // of tokio's shutdown (it aborts the process) nor fail a user's task: the
+        // entry goes, and the runtime's end, which follows, closes the set and wakes
+        // its requests. A panic hook still sees the panic.
         let reset = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if !self.probed {
                 // Before the re-arm: the probe leaves the entry fired, and the
@@ -287,6 +310,8 @@ impl DeadlineSet {
             shared: SharedSet::new(TokioEntry::unbound()),
             grid: AtomicU64::new(NO_GRID),
             keeps_waker: AtomicBool::new(false),
+            services_in_a_task: AtomicBool::new(false),
+            deferred: DeferredService::default(),
         }
     }
 
@@ -349,14 +374,15 @@ impl DeadlineSet {
             },
             ..TokioEntry::unbound()
         };
-        set.bind_as(entry, thread)
+        set.bind_as(entry, runtime, thread)
     }
 
-    /// [`bind`](Self::bind) once the set is out of the pool: a new binding with
-    /// `entry`.
+    /// [`bind`](Self::bind) once the set is out of the pool: a new binding of
+    /// `runtime` with `entry`.
     fn bind_as(
         &'static self,
         mut entry: TokioEntry,
+        runtime: Id,
         thread: bool,
     ) -> (&'static Self, u64, Option<OwnerView>) {
         let set = self;
@@ -366,7 +392,16 @@ impl DeadlineSet {
             set.grid
                 .store(entry.grid.unwrap_or(NO_GRID), Ordering::Relaxed);
             set.keeps_waker.store(entry.keeps_waker, Ordering::Relaxed);
-            entry.waker = Some(Waker::from(Arc::new(SetWaker { set, generation })));
+            // Relaxed: as in `learn_driver` (an entry bound here has not learnt its
+            // driver yet).
+            set.services_in_a_task
+                .store(entry.probed && !entry.keeps_waker, Ordering::Relaxed);
+            set.deferred.reset();
+            entry.waker = Some(Waker::from(Arc::new(SetWaker {
+                set,
+                generation,
+                runtime,
+            })));
             entry.set = Some(set);
             let unbound = std::mem::replace(&mut locked.extra, entry);
             (

@@ -50,6 +50,7 @@
 mod deadline_set;
 mod request;
 mod runtime_life;
+mod service_task;
 pub(crate) mod thread_sets;
 
 pub(crate) use deadline_set::Bound;

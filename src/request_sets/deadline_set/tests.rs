@@ -276,7 +276,8 @@ fn a_rebound_set_knows_nothing_of_its_last_bindings_driver() {
                 holder: Holder::Orphans,
                 ..TokioEntry::unbound()
             };
-            let (_, generation, _) = set.bind_as(entry, false);
+            let runtime = tokio::runtime::Handle::current().id();
+            let (_, generation, _) = set.bind_as(entry, runtime, false);
             assert!(!set.keeps_waker(), "the last binding's driver");
             let now = crate::time_base::to_nanos(tokio::time::Instant::now());
             assert_eq!(set.tick_end(now + 1), None, "the last binding's grid");
@@ -439,7 +440,8 @@ fn a_timer_of_a_gone_runtime_never_files_in_its_sets_next_binding() {
                     holder: Holder::Orphans,
                     ..TokioEntry::unbound()
                 };
-                let (_, generation, _) = old.bind_as(entry, false);
+                let runtime = tokio::runtime::Handle::current().id();
+                let (_, generation, _) = old.bind_as(entry, runtime, false);
                 assert!(life.record_binding((old, generation), false), "bound");
             }
             assert!(old.shared.is_open(old.shared.generation()), "rebound, open");
