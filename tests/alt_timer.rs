@@ -13,6 +13,7 @@ mod common;
 use common::poll_once;
 use futures::StreamExt;
 use lazy_deadline::{timer_kinds, IdleQueue, IdleTimeout, SlotTimer};
+use std::cell::Cell;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::{timeout, Instant};
@@ -216,8 +217,9 @@ fn timers_made_while_the_runtime_drops_its_tasks_panic_no_more_than_tokios() {
 /// `panic = "abort"`). tokio's own timers register only from a task's poll, and so
 /// do ours: no panic outside a task. Inside one, tokio's own panic too ("being
 /// shutdown"): a worker may poll a task in the turn in which it learns of the
-/// shutdown, and a timer registered there panics. That count is printed for both,
-/// and ours is held to tokio's order (before the fix: 65-126 in 100 shutdowns).
+/// shutdown, and a timer registered there panics. That count is printed for both
+/// (tokio's 1-15 in 100 shutdowns across runs, ours 1-9) and ours only bounded
+/// loosely; a set serviced inside the wake again panics 97-105 times outside.
 #[test]
 fn a_busy_runtime_on_the_per_worker_timer_shuts_down_without_a_panic() {
     let tokios = busy_runtimes_dropped(false);
@@ -249,9 +251,30 @@ fn busy_runtimes_dropped(lazy: bool) -> (usize, usize) {
     })
 }
 
-/// The panics on threads named `name` (a runtime's, by its builder's `thread_name`)
-/// while `run` runs: outside any task's poll (tokio's driver, its shutdown), and
-/// inside one. Counted by a panic hook, so caught panics count too.
+std::thread_local! {
+    /// Inside a task's poll, by the runtime's poll hooks (see [`counted_runtime`]):
+    /// `tokio::task::try_id` cannot tell, since tokio runs each worker as a task of
+    /// its blocking pool.
+    static IN_A_TASK_POLL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A two-worker runtime on the per-worker timer whose threads are named `name` and
+/// mark their task polls, for [`panics_on_threads_named`].
+fn counted_runtime(name: &str) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(name)
+        .on_before_task_poll(|_| IN_A_TASK_POLL.with(|polling| polling.set(true)))
+        .on_after_task_poll(|_| IN_A_TASK_POLL.with(|polling| polling.set(false)))
+        .enable_alt_timer()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The panics on threads named `name` (a [`counted_runtime`]'s) while `run` runs:
+/// outside any task's poll (tokio's driver, its shutdown), and inside one. Counted
+/// by a panic hook, so caught panics count too.
 fn panics_on_threads_named(name: &'static str, run: impl FnOnce()) -> (usize, usize) {
     /// Per name: panics outside a task, inside one.
     static COUNTS: Mutex<Vec<(&str, usize, usize)>> = Mutex::new(Vec::new());
@@ -265,7 +288,7 @@ fn panics_on_threads_named(name: &'static str, run: impl FnOnce()) -> (usize, us
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             if let Some(thread) = std::thread::current().name() {
-                let in_task = tokio::task::try_id().is_some();
+                let in_task = IN_A_TASK_POLL.with(Cell::get);
                 for (name, outside, inside) in counts().iter_mut() {
                     if *name == thread {
                         *if in_task { inside } else { outside } += 1;
@@ -295,13 +318,7 @@ fn a_set_that_never_learnt_its_driver_takes_the_shutdown_wake_for_no_fire() {
     const NAME: &str = "unlearnt-set-at-shutdown";
     let (outside, inside) = panics_on_threads_named(NAME, || {
         for _ in 0..20 {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name(NAME)
-                .enable_alt_timer()
-                .enable_all()
-                .build()
-                .unwrap();
+            let runtime = counted_runtime(NAME);
             let sleeps: Vec<_> = {
                 let _inside = runtime.enter();
                 [1, 2]
@@ -325,13 +342,7 @@ fn a_set_that_never_learnt_its_driver_takes_the_shutdown_wake_for_no_fire() {
 /// One busy runtime (see above) on threads named `name`, with our timers or tokio's,
 /// dropped a few milliseconds (by `round`) into its work.
 fn drop_a_busy_runtime(name: &str, lazy: bool, round: u64) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(name)
-        .enable_alt_timer()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = counted_runtime(name);
     runtime.block_on(async {
         for task in 0..64u64 {
             tokio::spawn(async move {

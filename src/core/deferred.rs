@@ -65,13 +65,6 @@ impl DeferredService {
         // (a plain store could follow it in the flag's order).
         self.scheduled.swap(false, Ordering::Acquire);
     }
-
-    /// A new binding: no task of it is scheduled (a task of an earlier binding is
-    /// void, and its `begin` costs at most a service more).
-    pub fn reset(&self) {
-        // Relaxed: under the set's lock, before any filing of the binding can fire.
-        self.scheduled.store(false, Ordering::Relaxed);
-    }
 }
 
 #[cfg(all(test, not(lazy_deadline_loom)))]
@@ -87,7 +80,5 @@ mod tests {
             deferred.serve(|| deferred.claim()),
             "a fire once the task began schedules another"
         );
-        deferred.reset();
-        assert!(deferred.claim(), "a new binding has no task scheduled");
     }
 }

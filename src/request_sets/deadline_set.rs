@@ -7,9 +7,10 @@
 //! store. The entry moves when it fires (or a deadline beats it), and that fire comes
 //! through the set's own waker from tokio's driver, whichever thread turns it
 //! (`core::service`): a busy or blocked worker does not delay its requests'
-//! deadlines. The entry's waker holds the set by its `&'static` reference and its
-//! generation, never by a count, so the entry (which keeps the last waker it was
-//! polled with) keeps nothing alive.
+//! deadlines. (On tokio's per-worker timer the wake schedules a task of the runtime
+//! that services the set instead: see `service_task`.) The entry's waker holds the
+//! set by its `&'static` reference and its generation, never by a count, so the
+//! entry (which keeps the last waker it was polled with) keeps nothing alive.
 
 use super::service_task;
 use crate::core::deadline_set::OwnerView;
@@ -43,8 +44,6 @@ pub(crate) struct DeadlineSet {
     /// The entry's fires are serviced by a task (tokio's per-worker timer, learnt
     /// with `keeps_waker`: see `service_task`), readable by the entry's waker.
     services_in_a_task: AtomicBool,
-    /// The hand-over between the entry's wakes and that task.
-    pub(super) deferred: DeferredService,
 }
 
 /// `DeadlineSet::grid` when the set does not know its runtime's ticks.
@@ -87,13 +86,18 @@ pub(super) struct TokioEntry {
     resets: u64,
 }
 
-/// The entry's waker: the set's service, while the set is in the same binding.
-struct SetWaker {
-    set: &'static DeadlineSet,
-    generation: u64,
+/// The entry's waker: the set's service, while the set is in the same binding. One
+/// per binding, so that what its wakes hand over (`deferred`) is the binding's own:
+/// a wake of a gone binding that races the check of its generation claims nothing
+/// of the next one's.
+pub(super) struct SetWaker {
+    pub(super) set: &'static DeadlineSet,
+    pub(super) generation: u64,
     /// The binding's runtime, whose task services the set on tokio's per-worker
     /// timer.
-    runtime: Id,
+    pub(super) runtime: Id,
+    /// The hand-over between the wakes and that task.
+    pub(super) deferred: DeferredService,
 }
 
 impl Wake for SetWaker {
@@ -108,7 +112,7 @@ impl Wake for SetWaker {
         // Relaxed: learnt under the lock at the entry's first re-arm from home; a
         // wake that reads `false` services inside the wake, as before it was learnt.
         if self.set.services_in_a_task.load(Ordering::Relaxed) {
-            service_task::schedule(self.set, self.generation, self.runtime);
+            service_task::schedule(self);
         } else {
             self.set.shared.signal();
         }
@@ -311,7 +315,6 @@ impl DeadlineSet {
             grid: AtomicU64::new(NO_GRID),
             keeps_waker: AtomicBool::new(false),
             services_in_a_task: AtomicBool::new(false),
-            deferred: DeferredService::default(),
         }
     }
 
@@ -396,11 +399,11 @@ impl DeadlineSet {
             // driver yet).
             set.services_in_a_task
                 .store(entry.probed && !entry.keeps_waker, Ordering::Relaxed);
-            set.deferred.reset();
             entry.waker = Some(Waker::from(Arc::new(SetWaker {
                 set,
                 generation,
                 runtime,
+                deferred: DeferredService::default(),
             })));
             entry.set = Some(set);
             let unbound = std::mem::replace(&mut locked.extra, entry);

@@ -234,6 +234,10 @@ fn the_set_learns_its_runtimes_driver_and_tick_boundaries_at_its_first_re_arm() 
             assert!(probed && keeps_waker);
             assert_eq!(offset, Some(start % TICK_NANOS));
             assert!(set.keeps_waker());
+            assert!(
+                !set.services_in_a_task.load(Ordering::Relaxed),
+                "tokio's default driver: the set is serviced in its entry's wake"
+            );
             assert_eq!(set.tick_end(start + 1), Some(start + TICK_NANOS));
             let tick_end = |at| set.shared.state().with(|locked| locked.extra.tick_end(at));
             assert_eq!(tick_end(start), Some(start));
