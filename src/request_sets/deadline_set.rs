@@ -14,7 +14,6 @@
 
 use super::service_task;
 use crate::core::deadline_set::OwnerView;
-use crate::core::deferred::DeferredService;
 use crate::core::grid::{find_boundary, tick_end};
 use crate::core::service::{wake_all, SetEntry};
 use crate::core::shared_set::{Locked, SharedSet};
@@ -41,9 +40,6 @@ pub(crate) struct DeadlineSet {
     /// The entry's `keeps_waker`, readable without the lock, for a timer that leaves
     /// the set for an entry of its own on the same driver.
     keeps_waker: AtomicBool,
-    /// The entry's fires are serviced by a task (tokio's per-worker timer, learnt
-    /// with `keeps_waker`: see `service_task`), readable by the entry's waker.
-    services_in_a_task: AtomicBool,
 }
 
 /// `DeadlineSet::grid` when the set does not know its runtime's ticks.
@@ -84,20 +80,19 @@ pub(super) struct TokioEntry {
     /// How often the entry was re-armed (tokio's driver lock each time), for tests.
     #[cfg(test)]
     resets: u64,
+    /// Whether the entry's waker schedules a service task (see `learn_driver`),
+    /// for tests.
+    #[cfg(test)]
+    deferring: bool,
 }
 
-/// The entry's waker: the set's service, while the set is in the same binding. One
-/// per binding, so that what its wakes hand over (`deferred`) is the binding's own:
-/// a wake of a gone binding that races the check of its generation claims nothing
-/// of the next one's.
-pub(super) struct SetWaker {
-    pub(super) set: &'static DeadlineSet,
-    pub(super) generation: u64,
-    /// The binding's runtime, whose task services the set on tokio's per-worker
-    /// timer.
-    pub(super) runtime: Id,
-    /// The hand-over between the wakes and that task.
-    pub(super) deferred: DeferredService,
+/// The entry's waker: the set's service, while the set is in the same binding. (On
+/// tokio's per-worker timer, once learnt, the entry's waker is
+/// `service_task::DeferringWaker` instead: the default driver's wake has no choice
+/// to make.)
+struct SetWaker {
+    set: &'static DeadlineSet,
+    generation: u64,
 }
 
 impl Wake for SetWaker {
@@ -106,14 +101,7 @@ impl Wake for SetWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if !self.set.shared.is_open(self.generation) {
-            return;
-        }
-        // Relaxed: learnt under the lock at the entry's first re-arm from home; a
-        // wake that reads `false` services inside the wake, as before it was learnt.
-        if self.set.services_in_a_task.load(Ordering::Relaxed) {
-            service_task::schedule(self);
-        } else {
+        if self.set.shared.is_open(self.generation) {
             self.set.shared.signal();
         }
     }
@@ -133,6 +121,8 @@ impl TokioEntry {
             set: None,
             #[cfg(test)]
             resets: 0,
+            #[cfg(test)]
+            deferring: false,
         }
     }
 
@@ -160,10 +150,18 @@ impl TokioEntry {
         // Relaxed: see `DeadlineSet::tick_end`.
         set.grid.store(grid.unwrap_or(NO_GRID), Ordering::Relaxed);
         set.keeps_waker.store(keeps_waker, Ordering::Relaxed);
-        // Relaxed: read by the entry's waker only to choose where it services (see
-        // `SetWaker`); either place services.
-        set.services_in_a_task
-            .store(!keeps_waker, Ordering::Relaxed);
+        if !keeps_waker {
+            // tokio's per-worker timer: from now on the entry's wakes schedule a task
+            // that services the set (`service_task`), never a service inside the
+            // wake. The entry is polled with this waker after the re-arm that
+            // learns it (this driver keeps no waker across a reset). The waker it
+            // replaces is a `SetWaker`, whose drop under the lock runs no code.
+            self.waker = Some(service_task::waker(set, set.shared.generation(), runtime));
+            #[cfg(test)]
+            {
+                self.deferring = true;
+            }
+        }
     }
 }
 
@@ -314,7 +312,6 @@ impl DeadlineSet {
             shared: SharedSet::new(TokioEntry::unbound()),
             grid: AtomicU64::new(NO_GRID),
             keeps_waker: AtomicBool::new(false),
-            services_in_a_task: AtomicBool::new(false),
         }
     }
 
@@ -377,15 +374,14 @@ impl DeadlineSet {
             },
             ..TokioEntry::unbound()
         };
-        set.bind_as(entry, runtime, thread)
+        set.bind_as(entry, thread)
     }
 
-    /// [`bind`](Self::bind) once the set is out of the pool: a new binding of
-    /// `runtime` with `entry`.
+    /// [`bind`](Self::bind) once the set is out of the pool: a new binding with
+    /// `entry`.
     fn bind_as(
         &'static self,
         mut entry: TokioEntry,
-        runtime: Id,
         thread: bool,
     ) -> (&'static Self, u64, Option<OwnerView>) {
         let set = self;
@@ -395,16 +391,7 @@ impl DeadlineSet {
             set.grid
                 .store(entry.grid.unwrap_or(NO_GRID), Ordering::Relaxed);
             set.keeps_waker.store(entry.keeps_waker, Ordering::Relaxed);
-            // Relaxed: as in `learn_driver` (an entry bound here has not learnt its
-            // driver yet).
-            set.services_in_a_task
-                .store(entry.probed && !entry.keeps_waker, Ordering::Relaxed);
-            entry.waker = Some(Waker::from(Arc::new(SetWaker {
-                set,
-                generation,
-                runtime,
-                deferred: DeferredService::default(),
-            })));
+            entry.waker = Some(Waker::from(Arc::new(SetWaker { set, generation })));
             entry.set = Some(set);
             let unbound = std::mem::replace(&mut locked.extra, entry);
             (

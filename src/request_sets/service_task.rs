@@ -1,21 +1,57 @@
 //! On tokio's per-worker timer, a deadline set's fires are serviced by a task of the
 //! set's runtime, not inside the wake (the reasons and the hand-over:
-//! `core::deferred`). What that costs there: per fire, a task spawned and polled (a
-//! run of fires before it is polled shares one), beside tokio's wake of the set's
-//! entry; the requests' wakes then come from a task on a worker, as tokio's own
-//! timers' wakes come from its driver.
+//! `core::deferred`). Once a set has learnt that timer (`TokioEntry::learn_driver`),
+//! its entry's waker is a [`DeferringWaker`]; on tokio's default driver it stays the
+//! waker that services inside the wake, so that path makes no choice per fire. What
+//! the task costs there: per fire, a task spawned and polled (a run of fires before
+//! it is polled shares one), beside tokio's wake of the set's entry; the requests'
+//! wakes then come from a task on a worker, as tokio's own timers' wakes come from
+//! its driver.
 
-use super::deadline_set::SetWaker;
+use super::deadline_set::DeadlineSet;
+use crate::core::deferred::DeferredService;
 use std::sync::Arc;
+use std::task::{Wake, Waker};
+use tokio::runtime::Id;
 
-/// The set's entry fired (`waker`: its binding's waker): a task of the binding's
-/// runtime services the set, unless one is scheduled and has not begun. Outside
-/// that runtime's context (no task can be spawned from here), the set is serviced
-/// here. Out of line: only that timer's fires come here, and the default driver's
-/// wake stays as lean as it was.
-#[cold]
-#[inline(never)]
-pub(super) fn schedule(waker: &Arc<SetWaker>) {
+/// The entry's waker on tokio's per-worker timer, for binding `generation` of `set`
+/// (of `runtime`). One per binding, so that what its wakes hand over is the
+/// binding's own: a wake of a gone binding that races the check of its generation
+/// claims nothing of the next one's.
+struct DeferringWaker {
+    set: &'static DeadlineSet,
+    generation: u64,
+    runtime: Id,
+    /// The hand-over between the wakes and the task.
+    deferred: DeferredService,
+}
+
+/// A [`DeferringWaker`] for binding `generation` of `set`, on `runtime`.
+pub(super) fn waker(set: &'static DeadlineSet, generation: u64, runtime: Id) -> Waker {
+    Waker::from(Arc::new(DeferringWaker {
+        set,
+        generation,
+        runtime,
+        deferred: DeferredService::default(),
+    }))
+}
+
+impl Wake for DeferringWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.set.is_open(self.generation) {
+            schedule(self);
+        }
+    }
+}
+
+/// The set's entry fired: a task of the binding's runtime services the set, unless
+/// one is scheduled and has not begun. Outside that runtime's context (no task can
+/// be spawned from here), the set is serviced here.
+fn schedule(waker: &Arc<DeferringWaker>) {
     if !waker.deferred.claim() {
         return; // the task scheduled before sees this fire
     }
@@ -32,7 +68,7 @@ pub(super) fn schedule(waker: &Arc<SetWaker>) {
 /// The task: begins (every fire claimed before is seen now), then services the set
 /// if it is still in the binding. It holds the binding's waker (a `&'static` set,
 /// numbers and the hand-over: nothing of a task or a runtime).
-async fn service(waker: Arc<SetWaker>) {
+async fn service(waker: Arc<DeferringWaker>) {
     waker.deferred.serve(|| {
         if waker.set.is_open(waker.generation) {
             waker.set.shared.signal();

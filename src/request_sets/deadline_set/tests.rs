@@ -235,7 +235,7 @@ fn the_set_learns_its_runtimes_driver_and_tick_boundaries_at_its_first_re_arm() 
             assert_eq!(offset, Some(start % TICK_NANOS));
             assert!(set.keeps_waker());
             assert!(
-                !set.services_in_a_task.load(Ordering::Relaxed),
+                !set.shared.state().with(|locked| locked.extra.deferring),
                 "tokio's default driver: the set is serviced in its entry's wake"
             );
             assert_eq!(set.tick_end(start + 1), Some(start + TICK_NANOS));
@@ -280,8 +280,7 @@ fn a_rebound_set_knows_nothing_of_its_last_bindings_driver() {
                 holder: Holder::Orphans,
                 ..TokioEntry::unbound()
             };
-            let runtime = tokio::runtime::Handle::current().id();
-            let (_, generation, _) = set.bind_as(entry, runtime, false);
+            let (_, generation, _) = set.bind_as(entry, false);
             assert!(!set.keeps_waker(), "the last binding's driver");
             let now = crate::time_base::to_nanos(tokio::time::Instant::now());
             assert_eq!(set.tick_end(now + 1), None, "the last binding's grid");
@@ -444,8 +443,7 @@ fn a_timer_of_a_gone_runtime_never_files_in_its_sets_next_binding() {
                     holder: Holder::Orphans,
                     ..TokioEntry::unbound()
                 };
-                let runtime = tokio::runtime::Handle::current().id();
-                let (_, generation, _) = old.bind_as(entry, runtime, false);
+                let (_, generation, _) = old.bind_as(entry, false);
                 assert!(life.record_binding((old, generation), false), "bound");
             }
             assert!(old.shared.is_open(old.shared.generation()), "rebound, open");
