@@ -13,8 +13,6 @@ mod common;
 use common::poll_once;
 use futures::StreamExt;
 use lazy_deadline::{timer_kinds, IdleQueue, IdleTimeout, SlotTimer};
-use std::cell::Cell;
-use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::{timeout, Instant};
 
@@ -244,66 +242,25 @@ fn a_busy_runtime_on_the_per_worker_timer_shuts_down_without_a_panic() {
 /// their threads outside any task's poll, and inside one.
 fn busy_runtimes_dropped(lazy: bool) -> (usize, usize) {
     const NAME: &str = "busy-per-worker-timer";
-    panics_on_threads_named(NAME, || {
+    common::panics_on_threads_named(NAME, || {
         for round in 0..100u64 {
             drop_a_busy_runtime(NAME, lazy, round);
         }
     })
 }
 
-std::thread_local! {
-    /// Inside a task's poll, by the runtime's poll hooks (see [`counted_runtime`]):
-    /// `tokio::task::try_id` cannot tell, since tokio runs each worker as a task of
-    /// its blocking pool.
-    static IN_A_TASK_POLL: Cell<bool> = const { Cell::new(false) };
-}
-
 /// A two-worker runtime on the per-worker timer whose threads are named `name` and
-/// mark their task polls, for [`panics_on_threads_named`].
+/// mark their task polls, for `common::panics_on_threads_named`.
 fn counted_runtime(name: &str) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name(name)
-        .on_before_task_poll(|_| IN_A_TASK_POLL.with(|polling| polling.set(true)))
-        .on_after_task_poll(|_| IN_A_TASK_POLL.with(|polling| polling.set(false)))
+        .on_before_task_poll(|_| common::IN_A_TASK_POLL.with(|polling| polling.set(true)))
+        .on_after_task_poll(|_| common::IN_A_TASK_POLL.with(|polling| polling.set(false)))
         .enable_alt_timer()
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// The panics on threads named `name` (a [`counted_runtime`]'s) while `run` runs:
-/// outside any task's poll (tokio's driver, its shutdown), and inside one. Counted
-/// by a panic hook, so caught panics count too.
-fn panics_on_threads_named(name: &'static str, run: impl FnOnce()) -> (usize, usize) {
-    /// Per name: panics outside a task, inside one.
-    static COUNTS: Mutex<Vec<(&str, usize, usize)>> = Mutex::new(Vec::new());
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    let counts = || {
-        COUNTS
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    };
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if let Some(thread) = std::thread::current().name() {
-                let in_task = IN_A_TASK_POLL.with(Cell::get);
-                for (name, outside, inside) in counts().iter_mut() {
-                    if *name == thread {
-                        *if in_task { inside } else { outside } += 1;
-                    }
-                }
-            }
-            previous(info);
-        }));
-    });
-    counts().push((name, 0, 0));
-    run();
-    let mut counts = counts();
-    let at = counts.iter().position(|(n, _, _)| *n == name).unwrap();
-    let (_, outside, inside) = counts.swap_remove(at);
-    (outside, inside)
 }
 
 /// A deadline set that has not learnt its runtime's driver services its entry's
@@ -316,7 +273,7 @@ fn panics_on_threads_named(name: &'static str, run: impl FnOnce()) -> (usize, us
 #[test]
 fn a_set_that_never_learnt_its_driver_takes_the_shutdown_wake_for_no_fire() {
     const NAME: &str = "unlearnt-set-at-shutdown";
-    let (outside, inside) = panics_on_threads_named(NAME, || {
+    let (outside, inside) = common::panics_on_threads_named(NAME, || {
         for _ in 0..20 {
             let runtime = counted_runtime(NAME);
             let sleeps: Vec<_> = {

@@ -1,10 +1,11 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -211,17 +212,6 @@ pub fn in_both_places<F: Future<Output = ()>>(mut body: impl FnMut(bool) -> F) {
 pub fn panics_of_timers_at_shutdown(alt_timer: bool, lazy: bool, rounds: usize) -> usize {
     /// The runtime's threads' name, which the panic hook counts panics of.
     const NAME: &str = "timers-at-shutdown";
-    static ON_ITS_THREADS: AtomicUsize = AtomicUsize::new(0);
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if std::thread::current().name() == Some(NAME) {
-                ON_ITS_THREADS.fetch_add(1, Ordering::SeqCst);
-            }
-            previous(info);
-        }));
-    });
     let runtime = || {
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         builder.worker_threads(2).thread_name(NAME).enable_all();
@@ -236,7 +226,6 @@ pub fn panics_of_timers_at_shutdown(alt_timer: bool, lazy: bool, rounds: usize) 
         );
         builder.build().unwrap()
     };
-    let before = ON_ITS_THREADS.load(Ordering::SeqCst);
     /// Makes two timers when dropped.
     struct MakesTimersWhenDropped(bool);
     impl Drop for MakesTimersWhenDropped {
@@ -275,33 +264,35 @@ pub fn panics_of_timers_at_shutdown(alt_timer: bool, lazy: bool, rounds: usize) 
         }
     }
     let panics = Arc::new(AtomicUsize::new(0));
-    for _ in 0..rounds {
-        let runtime = runtime();
-        runtime.block_on(async {
-            for task in 0..4 {
-                let future = async move {
-                    let _guard = MakesTimersWhenDropped(lazy);
-                    if task % 2 == 0 {
-                        let hour = Duration::from_secs(3600);
-                        if lazy {
-                            lazy_deadline::sleep(hour).await;
-                        } else {
-                            tokio::time::sleep(hour).await;
+    let (outside, inside) = panics_on_threads_named(NAME, || {
+        for _ in 0..rounds {
+            let runtime = runtime();
+            runtime.block_on(async {
+                for task in 0..4 {
+                    let future = async move {
+                        let _guard = MakesTimersWhenDropped(lazy);
+                        if task % 2 == 0 {
+                            let hour = Duration::from_secs(3600);
+                            if lazy {
+                                lazy_deadline::sleep(hour).await;
+                            } else {
+                                tokio::time::sleep(hour).await;
+                            }
                         }
-                    }
-                    std::future::pending::<()>().await;
-                };
-                tokio::spawn(CountsPanicsAtDrop {
-                    future: Some(Box::pin(future)),
-                    panics: panics.clone(),
-                });
-            }
-            tokio::time::sleep(ms(3)).await;
-        });
-        drop(runtime);
-    }
+                        std::future::pending::<()>().await;
+                    };
+                    tokio::spawn(CountsPanicsAtDrop {
+                        future: Some(Box::pin(future)),
+                        panics: panics.clone(),
+                    });
+                }
+                tokio::time::sleep(ms(3)).await;
+            });
+            drop(runtime);
+        }
+    });
     // A panic that a task's drop caught was counted on its thread by the hook too.
-    let uncaught = ON_ITS_THREADS.load(Ordering::SeqCst) - before;
+    let uncaught = outside + inside;
     uncaught.max(panics.load(Ordering::Relaxed))
 }
 
@@ -316,4 +307,47 @@ pub fn assert_no_panics_of_timers_at_shutdown(alt_timer: bool, rounds: usize) {
         ours, 0,
         "ours panicked {ours} times where tokio's never did"
     );
+}
+
+std::thread_local! {
+    /// Inside a task's poll, as a runtime's `on_before_task_poll` and
+    /// `on_after_task_poll` hooks (tokio_unstable) mark it: `tokio::task::try_id`
+    /// cannot tell, since tokio runs each worker as a task of its blocking pool.
+    pub static IN_A_TASK_POLL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The panics on threads named `name` (a runtime's, by its builder's `thread_name`)
+/// while `run` runs: outside any task's poll (tokio's driver, its shutdown), and
+/// inside one (as [`IN_A_TASK_POLL`] marks them: on a runtime without the poll
+/// hooks, every panic counts as outside). Counted by a panic hook, so caught panics
+/// count too.
+pub fn panics_on_threads_named(name: &'static str, run: impl FnOnce()) -> (usize, usize) {
+    /// Per name: panics outside a task, inside one.
+    static COUNTS: Mutex<Vec<(&str, usize, usize)>> = Mutex::new(Vec::new());
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    let counts = || {
+        COUNTS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Some(thread) = std::thread::current().name() {
+                let in_task = IN_A_TASK_POLL.with(Cell::get);
+                for (name, outside, inside) in counts().iter_mut() {
+                    if *name == thread {
+                        *if in_task { inside } else { outside } += 1;
+                    }
+                }
+            }
+            previous(info);
+        }));
+    });
+    counts().push((name, 0, 0));
+    run();
+    let mut counts = counts();
+    let at = counts.iter().position(|(n, _, _)| *n == name).unwrap();
+    let (_, outside, inside) = counts.swap_remove(at);
+    (outside, inside)
 }
