@@ -263,13 +263,14 @@ fn counted_runtime(name: &str) -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// A deadline set that has not learnt its runtime's driver services its entry's
-/// fires inside the wake (it learns at its entry's first re-arm at home). Timers
-/// made in the runtime's context but only ever polled outside it (a plain thread
-/// inside `Handle::enter` to make them, polling them after) leave the set unlearnt,
-/// its entry armed an hour ahead; the per-worker timer's shutdown then wakes it
-/// early. That wake is no fire: nothing expires, nothing re-arms on the driver that
-/// is down (whose panic would come out of tokio's shutdown).
+/// A deadline set that has not learnt its runtime's driver (it learns at its
+/// entry's first re-arm at home) schedules a task for its entry's fires, as a learnt
+/// one does on this timer. Timers made in the runtime's context but only ever polled
+/// outside it (a plain thread inside `Handle::enter` to make them, polling them
+/// after) leave the set unlearnt, its entry armed an hour ahead; the per-worker
+/// timer's shutdown then wakes it early. That wake is no fire: nothing expires,
+/// nothing re-arms on the driver that is down (whose panic would come out of
+/// tokio's shutdown).
 #[test]
 fn a_set_that_never_learnt_its_driver_takes_the_shutdown_wake_for_no_fire() {
     const NAME: &str = "unlearnt-set-at-shutdown";
@@ -291,6 +292,35 @@ fn a_set_that_never_learnt_its_driver_takes_the_shutdown_wake_for_no_fire() {
                 sleeps.iter().all(|sleep| !sleep.is_elapsed()),
                 "a sleep of an hour elapsed at its runtime's shutdown"
             );
+        }
+    });
+    assert_eq!((outside, inside), (0, 0), "panics on the runtime's threads");
+}
+
+/// The same unlearnt set with a timer due about when its runtime shuts down: if the
+/// shutdown's wake finds it due, a service there would expire it and re-arm the
+/// entry for the hour-long one, on a driver that is down. The wake only schedules a
+/// task, which the shutdown drops unpolled. Real time: the race is with the
+/// worker's own turn of its timer.
+#[test]
+fn a_set_that_never_learnt_its_driver_due_at_shutdown_re_arms_nothing_there() {
+    const NAME: &str = "unlearnt-set-due-at-shutdown";
+    let (outside, inside) = common::panics_on_threads_named(NAME, || {
+        let mut random = common::Rng::new(7);
+        for _ in 0..200 {
+            let runtime = counted_runtime(NAME);
+            let due = Duration::from_micros(500 + random.below(1_500));
+            let mut sleeps: Vec<_> = {
+                let _inside = runtime.enter();
+                [due, Duration::from_secs(3600)]
+                    .map(|after| Box::pin(lazy_deadline::sleep(after)))
+                    .into()
+            };
+            for sleep in &mut sleeps {
+                assert!(poll_once(sleep.as_mut()).is_pending());
+            }
+            std::thread::sleep(Duration::from_micros(500 + random.below(1_500)));
+            drop(runtime);
         }
     });
     assert_eq!((outside, inside), (0, 0), "panics on the runtime's threads");

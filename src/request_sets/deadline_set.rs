@@ -7,8 +7,9 @@
 //! store. The entry moves when it fires (or a deadline beats it), and that fire comes
 //! through the set's own waker from tokio's driver, whichever thread turns it
 //! (`core::service`): a busy or blocked worker does not delay its requests'
-//! deadlines. (On tokio's per-worker timer the wake schedules a task of the runtime
-//! that services the set instead: see `service_task`.) The entry's waker holds the
+//! deadlines. (On tokio's per-worker timer, and on a multi-thread runtime until the
+//! set has learnt its driver, the wake schedules a task of the runtime that
+//! services the set instead: see `service_task`.) The entry's waker holds the
 //! set by its `&'static` reference and its generation, never by a count, so the
 //! entry (which keeps the last waker it was polled with) keeps nothing alive.
 
@@ -23,7 +24,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Wake, Waker};
-use tokio::runtime::Id;
+use tokio::runtime::{Id, RuntimeFlavor};
 
 /// Sets no binding uses, for the next one.
 static POOL: Mutex<Vec<&'static DeadlineSet>> = Mutex::new(Vec::new());
@@ -75,21 +76,23 @@ pub(super) struct TokioEntry {
     keeps_waker: bool,
     /// Whether `grid` and `keeps_waker` were learnt in this binding.
     probed: bool,
+    /// Whether its runtime may have tokio's per-worker timer: a multi-thread one (a
+    /// current-thread runtime always has tokio's default driver).
+    multi_thread: bool,
     /// The set, whose lock-free copies of `grid` and `keeps_waker` the probe fills.
     set: Option<&'static DeadlineSet>,
     /// How often the entry was re-armed (tokio's driver lock each time), for tests.
     #[cfg(test)]
     resets: u64,
-    /// Whether the entry's waker schedules a service task (see `learn_driver`),
-    /// for tests.
+    /// Whether the entry's waker schedules a service task (`fit_waker`), for tests.
     #[cfg(test)]
     deferring: bool,
 }
 
-/// The entry's waker: the set's service, while the set is in the same binding. (On
-/// tokio's per-worker timer, once learnt, the entry's waker is
-/// `service_task::DeferringWaker` instead: the default driver's wake has no choice
-/// to make.)
+/// The entry's waker on tokio's default driver (a current-thread runtime's, or
+/// learnt): the set's service, while the set is in the same binding. Otherwise the
+/// entry's waker is `service_task::DeferringWaker` (see `fit_waker`); the default
+/// driver's wake has no choice to make.
 struct SetWaker {
     set: &'static DeadlineSet,
     generation: u64,
@@ -118,6 +121,7 @@ impl TokioEntry {
             grid: None,
             keeps_waker: false,
             probed: false,
+            multi_thread: false,
             set: None,
             #[cfg(test)]
             resets: 0,
@@ -150,18 +154,40 @@ impl TokioEntry {
         // Relaxed: see `DeadlineSet::tick_end`.
         set.grid.store(grid.unwrap_or(NO_GRID), Ordering::Relaxed);
         set.keeps_waker.store(keeps_waker, Ordering::Relaxed);
-        if !keeps_waker {
-            // tokio's per-worker timer: from now on the entry's wakes schedule a task
-            // that services the set (`service_task`), never a service inside the
-            // wake. The entry is polled with this waker after the re-arm that
-            // learns it (this driver keeps no waker across a reset). The waker it
-            // replaces is a `SetWaker`, whose drop under the lock runs no code.
-            self.waker = Some(service_task::waker(set, set.shared.generation(), runtime));
-            #[cfg(test)]
-            {
-                self.deferring = true;
-            }
+        if keeps_waker {
+            // tokio's default driver. On its per-worker timer the entry keeps the
+            // deferring waker of its binding (whose hand-over a scheduled task may
+            // hold).
+            self.fit_waker(set, set.shared.generation());
         }
+    }
+
+    /// Gives the entry the waker for what is known of its driver, in binding
+    /// `generation` of `set`. On tokio's default driver (a current-thread runtime's,
+    /// or learnt): the set's service inside the wake (that driver wakes entries from
+    /// its park, and shuts down after the runtime's end closed the set; a
+    /// current-thread runtime may run no task after the wake). On a multi-thread
+    /// runtime until its driver is learnt, and on tokio's per-worker timer: a wake
+    /// only schedules a task that services the set (`service_task`), because a set
+    /// whose timers are polled away from home may learn nothing for long, and on that
+    /// timer a service inside the wake re-arms the entry there, which panics inside
+    /// tokio's shutdown. The entry is polled with the new waker after the re-arm
+    /// that learns the driver (the probe leaves it fired). The waker it replaces runs
+    /// no code when dropped (under the lock).
+    fn fit_waker(&mut self, set: &'static DeadlineSet, generation: u64) {
+        let deferring = match self.runtime {
+            Some(runtime) if !self.keeps_waker && self.multi_thread => Some(runtime),
+            _ => None,
+        };
+        #[cfg(test)]
+        {
+            self.deferring = deferring.is_some();
+        }
+        let waker = match deferring {
+            Some(runtime) => service_task::waker(set, generation, runtime),
+            None => Waker::from(Arc::new(SetWaker { set, generation })),
+        };
+        self.waker = Some(waker);
     }
 }
 
@@ -364,9 +390,12 @@ impl DeadlineSet {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .pop()
             .unwrap_or_else(|| Box::leak(Box::new(Self::new())));
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|handle| handle.runtime_flavor() != RuntimeFlavor::CurrentThread);
         let entry = TokioEntry {
             sleep: Some(sleep),
             runtime: Some(runtime),
+            multi_thread,
             holder: if thread {
                 Holder::Thread
             } else {
@@ -391,7 +420,7 @@ impl DeadlineSet {
             set.grid
                 .store(entry.grid.unwrap_or(NO_GRID), Ordering::Relaxed);
             set.keeps_waker.store(entry.keeps_waker, Ordering::Relaxed);
-            entry.waker = Some(Waker::from(Arc::new(SetWaker { set, generation })));
+            entry.fit_waker(set, generation);
             entry.set = Some(set);
             let unbound = std::mem::replace(&mut locked.extra, entry);
             (

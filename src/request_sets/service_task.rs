@@ -1,12 +1,15 @@
 //! On tokio's per-worker timer, a deadline set's fires are serviced by a task of the
 //! set's runtime, not inside the wake (the reasons and the hand-over:
-//! `core::deferred`). Once a set has learnt that timer (`TokioEntry::learn_driver`),
-//! its entry's waker is a [`DeferringWaker`]; on tokio's default driver it stays the
-//! waker that services inside the wake, so that path makes no choice per fire. What
-//! the task costs there: per fire, a task spawned and polled (a run of fires before
-//! it is polled shares one), beside tokio's wake of the set's entry; the requests'
-//! wakes then come from a task on a worker, as tokio's own timers' wakes come from
-//! its driver.
+//! `core::deferred`). A set of a multi-thread runtime is bound with a
+//! [`DeferringWaker`] as its entry's waker, and keeps it unless its entry's first
+//! re-arm at home learns tokio's default driver (`TokioEntry::fit_waker`), which
+//! gets the waker that services inside the wake, so that path makes no choice per
+//! fire. A current-thread runtime always has the default driver, and may run no
+//! task after the wake (its `block_on` may return): its sets service inside the
+//! wake from the start. What the task costs: per fire, a task spawned and polled (a
+//! run of fires before it is polled shares one), beside tokio's wake of the set's
+//! entry; the requests' wakes then come from a task on a worker, as tokio's own
+//! timers' wakes come from its driver.
 
 use super::deadline_set::DeadlineSet;
 use crate::core::deferred::DeferredService;

@@ -339,6 +339,133 @@ fn counting_waker() -> (Arc<std::sync::atomic::AtomicUsize>, Waker) {
 }
 
 #[test]
+fn a_service_tasks_wakes_schedule_one_task_per_run_or_serve_outside_the_runtime() {
+    // The deferring waker's hand-over, by hand, on a paused current-thread runtime
+    // (whose entry itself services in its wake: no task may run after the wake).
+    on_a_thread_of_its_own(|| {
+        let rt = paused();
+        // Made in the runtime and polled only from outside it: the set's entry is
+        // armed away from home, so the set never learns its driver.
+        let (set, mut sleep) = {
+            let _inside = rt.enter();
+            let set = thread_sets::current().set().expect("a set");
+            (set, Box::pin(crate::sleep(Duration::from_millis(10))))
+        };
+        let (woken, waker) = counting_waker();
+        let woken = || woken.load(std::sync::atomic::Ordering::SeqCst);
+        let mut cx = Context::from_waker(&waker);
+        assert!(sleep.as_mut().poll(&mut cx).is_pending());
+        let (deferring, probed) = set
+            .shared
+            .state()
+            .with(|locked| (locked.extra.deferring, locked.extra.probed));
+        assert!(!probed, "armed away from home: nothing learnt");
+        assert!(
+            !deferring,
+            "a current-thread runtime's entry services in its wake"
+        );
+        let deferring = service_task::waker(set, set.shared.generation(), rt.handle().id());
+        let alive = || rt.metrics().num_alive_tasks();
+        let base = alive();
+        let wake_inside = || {
+            let _inside = rt.enter();
+            deferring.wake_by_ref();
+        };
+        wake_inside();
+        wake_inside();
+        assert_eq!(alive(), base + 1, "one task per run of wakes");
+        rt.block_on(tokio::task::yield_now());
+        assert_eq!(alive(), base, "the task ran");
+        wake_inside();
+        assert_eq!(
+            alive(),
+            base + 1,
+            "a wake after the task began schedules another"
+        );
+        rt.block_on(tokio::task::yield_now());
+        std::thread::scope(|scope| {
+            scope.spawn(|| deferring.wake_by_ref());
+        });
+        assert_eq!(alive(), base, "outside the runtime the wake served itself");
+        wake_inside();
+        assert_eq!(
+            alive(),
+            base + 1,
+            "and began, so the next wake schedules a task"
+        );
+        rt.block_on(tokio::task::yield_now());
+        assert_eq!(woken(), 0, "nothing due yet");
+        // The driver fires the entry: serviced inside its wake, before `block_on`
+        // returns (a task spawned there would wait for the next `block_on`).
+        rt.block_on(async { tokio::time::advance(Duration::from_millis(10)).await });
+        assert_eq!(woken(), 1, "woken by the driver's turn");
+        assert!(sleep.as_mut().poll(&mut cx).is_ready());
+    });
+}
+
+#[test]
+fn an_unlearnt_set_of_a_multi_thread_runtime_is_serviced_by_a_task_of_it() {
+    // Timers made in the runtime, polled only from a plain thread: the set never
+    // learns its driver, which may be tokio's per-worker timer, so its entry's wakes
+    // schedule a task of the runtime that services the set. Real time (a
+    // multi-thread runtime's clock cannot be paused); bounded by a watchdog.
+    on_a_thread_of_its_own(|| {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+            .unwrap();
+        let (set, sleeps) = {
+            let _inside = rt.enter();
+            let set = thread_sets::current().set().expect("a set");
+            let sleeps = [1, 40].map(|ms| Box::pin(crate::sleep(Duration::from_millis(ms))));
+            (set, sleeps)
+        };
+        let (woken, waker) = counting_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut sleeps = sleeps;
+        for sleep in &mut sleeps {
+            assert!(sleep.as_mut().poll(&mut cx).is_pending());
+        }
+        let learnt = || {
+            set.shared
+                .state()
+                .with(|locked| (locked.extra.deferring, locked.extra.probed))
+        };
+        assert_eq!(
+            learnt(),
+            (true, false),
+            "unlearnt: its wakes schedule a task"
+        );
+        // Each fire in turn (two, so that the second needs the first task to have
+        // begun): woken by the task's service, within the watchdog's bound.
+        let give_up = std::time::Instant::now() + Duration::from_secs(20);
+        for (i, sleep) in sleeps.iter_mut().enumerate() {
+            while woken.load(std::sync::atomic::Ordering::SeqCst) <= i {
+                assert!(
+                    std::time::Instant::now() < give_up,
+                    "fire {i} never serviced"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(sleep.as_mut().poll(&mut cx).is_ready());
+        }
+        // A re-arm at home learns tokio's default driver: serviced in the wake again.
+        rt.block_on(async {
+            let mut later = Box::pin(crate::sleep(Duration::from_secs(3600)));
+            assert!(futures_poll(later.as_mut()).is_pending());
+        });
+        let (deferring, probed) = learnt();
+        assert!(probed && !deferring, "the default driver, learnt");
+    });
+}
+
+/// One poll with a no-op waker.
+fn futures_poll<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
+    future.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
 fn a_new_waker_that_finds_the_set_closed_is_woken_and_not_stored() {
     // The poll read "open", then the runtime's sentinel closed the set (waking the
     // slot's old waker), then the poll swaps its new waker in: nothing would ever
