@@ -32,10 +32,13 @@
 //!    Wall time.
 //! 9. `interval_tick`: a keepalive ticker, `interval(1 ms)` with each tick awaited.
 //!    CPU time per tick.
+//! 10. `sleep_fire`: a fresh `sleep(1 ms)` awaited each time, as a retry's backoff or
+//!     a poll loop's pause: made, registered (filed, for ours on two workers), fired
+//!     and woken. CPU time per fire.
 //!
 //! The wall-time shapes whose operations never wait (1 to 4) yield every 64
 //! operations, so the tasks take turns as in the others. For 5 to 7 the wall time is
-//! the waiting, so they (and 9) report the CPU time of all of the process's threads (Linux
+//! the waiting, so they (and 9 and 10) report the CPU time of all of the process's threads (Linux
 //! `schedstat`, as `examples/requests.rs` reads it): criterion shows that CPU time as
 //! its "time". Nothing here asserts on a time: a slow machine only gives slow figures.
 
@@ -186,6 +189,13 @@ async fn refire<S: DropIn>(periods: u64) {
         sleep.as_mut().await;
         sleep.as_mut().reset(Instant::now() + PERIOD);
         tokio::task::yield_now().await;
+    }
+}
+
+/// Shape 10: a fresh `sleep(1 ms)` per operation, awaited until it fires.
+async fn sleep_fire<S: DropIn>(fires: u64) {
+    for _ in 0..fires {
+        S::sleep(PERIOD).await;
     }
 }
 
@@ -368,12 +378,13 @@ enum Shape {
     RequestAlone,
     Refire,
     IntervalTick,
+    SleepFire,
     TowerRateLimit,
     LimiterTurns,
 }
 
 impl Shape {
-    const ALL: [Shape; 10] = [
+    const ALL: [Shape; 11] = [
         Shape::SleepDroppedUnpolled,
         Shape::TimeoutReadyFirstPoll,
         Shape::ResetEarlierSameTick,
@@ -382,6 +393,7 @@ impl Shape {
         Shape::RequestAlone,
         Shape::Refire,
         Shape::IntervalTick,
+        Shape::SleepFire,
         Shape::TowerRateLimit,
         Shape::LimiterTurns,
     ];
@@ -397,6 +409,7 @@ impl Shape {
             Shape::RequestAlone => "request_alone",
             Shape::Refire => "refire",
             Shape::IntervalTick => "interval_tick",
+            Shape::SleepFire => "sleep_fire",
             Shape::TowerRateLimit => "tower_rate_limit",
             Shape::LimiterTurns => "limiter_turns",
         }
@@ -424,6 +437,7 @@ impl Shape {
             Shape::Refire => in_tasks(rt, Cpu, || refire::<S>(ops)),
             // A keepalive ticker: `interval(1 ms)`, each tick awaited (CPU per tick).
             Shape::IntervalTick => in_tasks(rt, Cpu, || S::ticks(PERIOD, ops)),
+            Shape::SleepFire => in_tasks(rt, Cpu, || sleep_fire::<S>(ops)),
             Shape::TowerRateLimit => in_tasks(rt, Cpu, || tower_rate_limit::<S>(ops)),
             Shape::LimiterTurns => {
                 let limiter = Limiter::<S>::shared();

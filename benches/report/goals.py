@@ -41,6 +41,15 @@ DROP_IN_SHAPES = [
      "for tokio's reset (`Instant` arithmetic tokio's `reset_without_timer` does not need). On "
      "two workers the ticker's `Sleep` is on an entry of its own, through its signal (one more "
      "wake per fire). The park and the driver's turn, most of a tick, are the same on both."),
+    ("sleep_fire", "a fresh `sleep(1 ms)` awaited until it fires (a retry's backoff)", "CPU per fire",
+     "On one thread the `sleep` is tokio's own entry: tokio's registration, fire and wake, plus "
+     "the `Sleep`'s hint and checks. On two workers it is filed in the thread's deadline set, "
+     "whose one tokio entry fires for it: per fire, tokio's work for that entry (its re-arm at "
+     "the next deadline, its fire, its wake) plus the set's own (the filing, the service that "
+     "expires the deadline and wakes the task, the give-back at completion); "
+     "`python3 benches/instructions.py`'s sets column counts both. The sets save tokio's "
+     "contended driver lock for deadlines that are cancelled before they fire (a per-request "
+     "`timeout`), not for each one that fires."),
     ("limiter_turns", "a limiter whose waiting acquirer holds the only `sleep_until` (one permit per ms)",
      "CPU per acquire",
      "The `Sleep` is reset after it completed: tokio's own entry on one thread, an entry of its "
@@ -63,6 +72,7 @@ DROP_IN_SHORT = {
     "reset_earlier_next_tick": "a reset 1 ms earlier",
     "refire": "a rate limiter's fired `Sleep`",
     "interval_tick": "an `interval` tick",
+    "sleep_fire": "a fresh `sleep` fired",
     "limiter_turns": "a limiter's shared `sleep_until`",
     "tower_rate_limit": "tower's rate limiter",
     "timeout_pending_once": "a per-request `timeout`",

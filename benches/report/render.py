@@ -321,7 +321,8 @@ def drop_in_shapes(r):
 `cargo bench --bench never_dearer`: what a drop-in user's code does with `Sleep`,
 `sleep` and `timeout`, tokio's beside ours in the same process, each shape run by 64
 tasks on a current-thread runtime and on 2 workers. Wall time per operation, except
-where the shape waits by design (a rate limiter's period, a permit): there, the CPU
+where the shape waits by design (a rate limiter's period, a permit, a tick, a
+sleep's fire): there, the CPU
 time of all of the process's threads per operation (from `schedstat`), which
 criterion reports as its time. A `timeout` around a request pending once is judged by
 its own cost, its total minus the same request without a timeout. Ratio: tokio / ours,
