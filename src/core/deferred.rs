@@ -1,5 +1,6 @@
 //! A deadline set's service run by a task rather than inside the wake that asks for
-//! it: what a set does on tokio's per-worker timer (`enable_alt_timer`, unstable).
+//! it: what a set does on tokio's per-worker timer (`enable_alt_timer`, unstable),
+//! and on any multi-thread runtime until it has learnt its driver.
 //!
 //! Why: that timer wakes entries from its worker's park and, at the runtime's end,
 //! from the worker's shutdown (every entry at once, before the runtime drops its

@@ -87,6 +87,9 @@ pub(super) struct TokioEntry {
     /// Whether the entry's waker schedules a service task (`fit_waker`), for tests.
     #[cfg(test)]
     deferring: bool,
+    /// Service rounds run (each reads the home clock once), for tests.
+    #[cfg(test)]
+    service_rounds: u64,
 }
 
 /// The entry's waker on tokio's default driver (a current-thread runtime's, or
@@ -127,6 +130,8 @@ impl TokioEntry {
             resets: 0,
             #[cfg(test)]
             deferring: false,
+            #[cfg(test)]
+            service_rounds: 0,
         }
     }
 
@@ -155,9 +160,8 @@ impl TokioEntry {
         set.grid.store(grid.unwrap_or(NO_GRID), Ordering::Relaxed);
         set.keeps_waker.store(keeps_waker, Ordering::Relaxed);
         if keeps_waker {
-            // tokio's default driver. On its per-worker timer the entry keeps the
-            // deferring waker of its binding (whose hand-over a scheduled task may
-            // hold).
+            // tokio's default driver. On its per-worker timer there is nothing to
+            // change: the entry has had the deferring waker since its binding.
             self.fit_waker(set, set.shared.generation());
         }
     }
@@ -289,10 +293,10 @@ impl SetEntry for TokioEntry {
         // Not learnt yet, or tokio's per-worker timer, whose reset makes a new entry
         // and panics once the worker shut down ("being shutdown"). Learnt, the set
         // is serviced in a task there (`service_task`), so no re-arm runs inside
-        // tokio's shutdown (which wakes every entry); but a task polled in the turn
-        // a worker learns of the shutdown, or a service before the driver was
-        // learnt (inside the wake), may re-arm on a driver that is down, as tokio's
-        // own timer registered in such a task panics. That panic must not come out
+        // tokio's shutdown (which wakes every entry; an unlearnt set of a
+        // multi-thread runtime is serviced in a task too); but a task polled in the
+        // turn a worker learns of the shutdown may re-arm on a driver that is down,
+        // as tokio's own timer registered in such a task panics. That panic must not come out
         // of tokio's shutdown (it aborts the process) nor fail a user's task: the
         // entry goes, and the runtime's end, which follows, closes the set and wakes
         // its requests. A panic hook still sees the panic.
@@ -313,6 +317,10 @@ impl SetEntry for TokioEntry {
     }
 
     fn home_now(&mut self) -> Option<u64> {
+        #[cfg(test)]
+        {
+            self.service_rounds += 1;
+        }
         // A cancel from a plain thread or another runtime services the set too, and
         // must not read its own clock as the set's.
         let runtime = self.runtime?;

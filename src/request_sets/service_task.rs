@@ -1,5 +1,6 @@
-//! On tokio's per-worker timer, a deadline set's fires are serviced by a task of the
-//! set's runtime, not inside the wake (the reasons and the hand-over:
+//! On tokio's per-worker timer (and on a multi-thread runtime until the set has
+//! learnt its driver), a deadline set's fires are serviced by a task of the set's
+//! runtime, not inside the wake (the reasons and the hand-over:
 //! `core::deferred`). A set of a multi-thread runtime is bound with a
 //! [`DeferringWaker`] as its entry's waker, and keeps it unless its entry's first
 //! re-arm at home learns tokio's default driver (`TokioEntry::fit_waker`), which
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Wake, Waker};
 use tokio::runtime::Id;
 
-/// The entry's waker on tokio's per-worker timer, for binding `generation` of `set`
+/// The entry's waker where a task services the set, for binding `generation` of `set`
 /// (of `runtime`). One per binding, so that what its wakes hand over is the
 /// binding's own: a wake of a gone binding that races the check of its generation
 /// claims nothing of the next one's.

@@ -382,17 +382,48 @@ fn a_service_tasks_wakes_schedule_one_task_per_run_or_serve_outside_the_runtime(
             base + 1,
             "a wake after the task began schedules another"
         );
+        let rounds = || {
+            set.shared
+                .state()
+                .with(|locked| locked.extra.service_rounds)
+        };
+        let before = rounds();
         rt.block_on(tokio::task::yield_now());
+        assert!(rounds() > before, "the task serviced the set");
+        let before = rounds();
         std::thread::scope(|scope| {
             scope.spawn(|| deferring.wake_by_ref());
         });
-        assert_eq!(alive(), base, "outside the runtime the wake served itself");
+        assert_eq!(alive(), base, "outside any runtime no task is spawned");
+        assert!(
+            rounds() > before,
+            "outside any runtime the wake serves itself"
+        );
         wake_inside();
         assert_eq!(
             alive(),
             base + 1,
             "and began, so the next wake schedules a task"
         );
+        rt.block_on(tokio::task::yield_now());
+        // Inside another runtime's context the wake serves itself too: a task
+        // spawned there would belong to that runtime, and if it went before
+        // polling it, the hand-over would stay claimed for good.
+        let other = paused();
+        let before = rounds();
+        {
+            let _inside_other = other.enter();
+            deferring.wake_by_ref();
+        }
+        assert_eq!(
+            other.metrics().num_alive_tasks(),
+            0,
+            "nothing spawned on it"
+        );
+        assert!(rounds() > before, "served in the wake");
+        drop(other);
+        wake_inside();
+        assert_eq!(alive(), base + 1, "the next wake at home schedules a task");
         rt.block_on(tokio::task::yield_now());
         assert_eq!(woken(), 0, "nothing due yet");
         // The driver fires the entry: serviced inside its wake, before `block_on`
@@ -405,52 +436,51 @@ fn a_service_tasks_wakes_schedule_one_task_per_run_or_serve_outside_the_runtime(
 
 #[test]
 fn an_unlearnt_set_of_a_multi_thread_runtime_is_serviced_by_a_task_of_it() {
-    // Timers made in the runtime, polled only from a plain thread: the set never
-    // learns its driver, which may be tokio's per-worker timer, so its entry's wakes
-    // schedule a task of the runtime that services the set. Real time (a
-    // multi-thread runtime's clock cannot be paused); bounded by a watchdog.
+    // Timers made in the runtime, polled only from a plain thread: the set has not
+    // learnt its driver, which may be tokio's per-worker timer, so its entry's wakes
+    // schedule a task of the runtime that services the set. A service that
+    // re-arms nothing learns nothing either, so each fire here goes through a task:
+    // the second needs the first task to have begun. Real time (a multi-thread
+    // runtime's clock cannot be paused); bounded by a watchdog.
     on_a_thread_of_its_own(|| {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_time()
             .build()
             .unwrap();
-        let (set, sleeps) = {
+        let set = {
             let _inside = rt.enter();
-            let set = thread_sets::current().set().expect("a set");
-            let sleeps = [1, 40].map(|ms| Box::pin(crate::sleep(Duration::from_millis(ms))));
-            (set, sleeps)
+            thread_sets::current().set().expect("a set")
         };
-        let (woken, waker) = counting_waker();
-        let mut cx = Context::from_waker(&waker);
-        let mut sleeps = sleeps;
-        for sleep in &mut sleeps {
-            assert!(sleep.as_mut().poll(&mut cx).is_pending());
-        }
         let learnt = || {
             set.shared
                 .state()
                 .with(|locked| (locked.extra.deferring, locked.extra.probed))
         };
-        assert_eq!(
-            learnt(),
-            (true, false),
-            "unlearnt: its wakes schedule a task"
-        );
-        // Each fire in turn (two, so that the second needs the first task to have
-        // begun): woken by the task's service, within the watchdog's bound.
+        let (woken, waker) = counting_waker();
+        let mut cx = Context::from_waker(&waker);
         let give_up = std::time::Instant::now() + Duration::from_secs(20);
-        for (i, sleep) in sleeps.iter_mut().enumerate() {
-            while woken.load(std::sync::atomic::Ordering::SeqCst) <= i {
+        for fire in 1..=2 {
+            let mut sleep = {
+                let _inside = rt.enter();
+                Box::pin(crate::sleep(Duration::from_millis(1)))
+            };
+            assert!(sleep.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(
+                learnt(),
+                (true, false),
+                "unlearnt: its wakes schedule a task"
+            );
+            while woken.load(std::sync::atomic::Ordering::SeqCst) < fire {
                 assert!(
                     std::time::Instant::now() < give_up,
-                    "fire {i} never serviced"
+                    "fire {fire} never serviced"
                 );
                 std::thread::sleep(Duration::from_millis(1));
             }
             assert!(sleep.as_mut().poll(&mut cx).is_ready());
         }
-        // A re-arm at home learns tokio's default driver: serviced in the wake again.
+        // A re-arm at home learns tokio's default driver: serviced in the wake now.
         rt.block_on(async {
             let mut later = Box::pin(crate::sleep(Duration::from_secs(3600)));
             assert!(futures_poll(later.as_mut()).is_pending());
