@@ -483,16 +483,14 @@ fn an_unlearnt_set_of_a_multi_thread_runtime_is_serviced_by_a_task_of_it() {
         // A re-arm at home learns tokio's default driver: serviced in the wake now.
         rt.block_on(async {
             let mut later = Box::pin(crate::sleep(Duration::from_secs(3600)));
-            assert!(futures_poll(later.as_mut()).is_pending());
+            assert!(later
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending());
         });
         let (deferring, probed) = learnt();
         assert!(probed && !deferring, "the default driver, learnt");
     });
-}
-
-/// One poll with a no-op waker.
-fn futures_poll<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
-    future.poll(&mut Context::from_waker(Waker::noop()))
 }
 
 #[test]
