@@ -159,9 +159,11 @@ impl TokioEntry {
         // Relaxed: see `DeadlineSet::tick_end`.
         set.grid.store(grid.unwrap_or(NO_GRID), Ordering::Relaxed);
         set.keeps_waker.store(keeps_waker, Ordering::Relaxed);
-        if keeps_waker {
-            // tokio's default driver. On its per-worker timer there is nothing to
-            // change: the entry has had the deferring waker since its binding.
+        if keeps_waker && self.multi_thread {
+            // tokio's default driver on a multi-thread runtime: the in-wake service
+            // from now on. On its per-worker timer there is nothing to change (the
+            // entry has had the deferring waker since its binding), nor on a
+            // current-thread runtime (the in-wake one since its binding).
             self.fit_waker(set, set.shared.generation());
         }
     }
@@ -296,10 +298,10 @@ impl SetEntry for TokioEntry {
         // tokio's shutdown (which wakes every entry; an unlearnt set of a
         // multi-thread runtime is serviced in a task too); but a task polled in the
         // turn a worker learns of the shutdown may re-arm on a driver that is down,
-        // as tokio's own timer registered in such a task panics. That panic must not come out
-        // of tokio's shutdown (it aborts the process) nor fail a user's task: the
-        // entry goes, and the runtime's end, which follows, closes the set and wakes
-        // its requests. A panic hook still sees the panic.
+        // as tokio's own timer registered in such a task panics. That panic must
+        // not come out of tokio's shutdown (it aborts the process) nor fail a
+        // user's task: the entry goes, and the runtime's end, which follows, closes
+        // the set and wakes its requests. A panic hook still sees the panic.
         let reset = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if !self.probed {
                 // Before the re-arm: the probe leaves the entry fired, and the
