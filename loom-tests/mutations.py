@@ -674,6 +674,37 @@ M = [
   "        if waker.set.is_open(waker.generation) {\n            waker.set.shared.signal();",
   "        if waker.set.is_open(waker.generation) && false {\n            waker.set.shared.signal();",
   "U:request_sets::deadline_set::tests", "an_unlearnt_set_of_a_multi_thread_runtime_is_serviced_by_a_task_of_it"),
+ # A multi-thread runtime's thread whose sleeps mostly fire takes tokio's own entry
+ # (src/request_sets/sleep_fate.rs, the check in thread_sets.rs, FOR_FIRES in
+ # src/sleep/tokio_entry.rs); run without the sets preferred.
+ ("tokio's entry: a multi-thread runtime's sleep made where sleeps fire judges its later resets away", "src/sleep/tokio_entry.rs",
+  "                || *flags & FOR_FIRES != 0",
+  "                || (*flags & FOR_FIRES != 0 && false)",
+  "T:sleep_fate", "a_sleep_on_tokio_entry_of_a_multi_thread_runtime_keeps_later_resets_lazy"),
+ ("tokio's entry: a pinned thread inside another runtime's context takes that runtime's entry", "src/request_sets/sleep_fate.rs",
+  "            tokio::runtime::Handle::try_current().is_ok_and(|handle| handle.id() == runtime)",
+  "            { let _ = runtime; true }",
+  "T:sleep_fate", "a_pinned_thread_inside_another_runtime_keeps_its_own_runtimes_sleeps"),
+ ("tokio's entry: where sleeps fire, no sample goes through the set (the verdict never changes back)", "src/request_sets/sleep_fate.rs",
+  "        let sample = fate.since_sample >= SAMPLE;",
+  "        let sample = fate.since_sample >= SAMPLE && false;",
+  "T:sleep_fate", "sleeps_that_fire_take_tokio_entry_and_cancelled_ones_bring_the_sets_back"),
+ ("tokio's entry: a cancelled sleep counts as fired", "src/sleep/in_set.rs",
+  "            if passed {\n                sleep_fate::fired();",
+  "            if true {\n                sleep_fate::fired();",
+  "T:sleep_fate", "sleeps_that_fire_take_tokio_entry_and_cancelled_ones_bring_the_sets_back"),
+ ("tokio's entry: half fired is enough", "src/request_sets/sleep_fate.rs",
+  "u32::from(fate.fired) * 4 >= u32::from(fate.filed) * 3",
+  "u32::from(fate.fired) * 2 >= u32::from(fate.filed)",
+  "T:sleep_fate", "sleeps_that_fire_take_tokio_entry_and_cancelled_ones_bring_the_sets_back"),
+ ("tokio's entry: a move to a current-thread runtime keeps the verdict of a multi-thread one's", "src/request_sets/thread_sets.rs",
+  "        super::sleep_fate::forget();\n    }\n    direct",
+  "    }\n    direct",
+  "T:sleep_fate", "a_thread_that_moves_to_a_current_thread_runtime_forgets_that_its_sleeps_fired"),
+ ("tokio's entry: the sets preferred for tests still switch to tokio's entry", "src/request_sets/sleep_fate.rs",
+  "                && !super::thread_sets::sets_preferred();",
+  "                && (!super::thread_sets::sets_preferred() || fate.fired >= WINDOW);",
+  "U:request_sets::sleep_fate::tests", "the_sets_preferred_never_take_tokio_entry"),
 ]
 args = sys.argv[1:]
 if args == ["--check"]:

@@ -8,23 +8,23 @@
 mod counts;
 mod in_set;
 mod own_entry;
+mod place;
 mod tokio_entry;
 
-use crate::core::NEVER;
-use crate::request_sets::{thread_sets, Bound, Request};
+use crate::request_sets::{sleep_fate, thread_sets, Bound};
 use crate::stats::Stats;
 use crate::time_base::{to_nanos, FAR_FUTURE};
 use counts::Counts;
-use own_entry::{Fired, OwnEntry};
+use own_entry::Fired;
 use pin_project_lite::pin_project;
+use place::{Place, PlaceProj, AWAY, AWAY_KNOWN, COMPLETED, FOR_FIRES, REGISTERED, RESET_UNPOLLED};
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomPinned;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll, Waker};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
-use tokio_entry::TokioCounts;
 
 /// Waits until `duration` has elapsed; the lazy counterpart of [`tokio::time::sleep`].
 ///
@@ -62,12 +62,19 @@ pub fn sleep(duration: Duration) -> Sleep {
     }
 }
 
-/// [`sleep`] past the thread's hint: the runtime looked up, and the deadline taken
-/// from its clock (a pinned thread may be in another runtime's context, whose clock
+/// [`sleep`] past the thread's hint: tokio's own entry where this thread's `Sleep`s
+/// mostly fire (no lookup), or the runtime looked up, and the deadline taken from its
+/// clock (a pinned thread may be in another runtime's context, whose clock
 /// `Instant::now()` reads).
 #[track_caller]
 #[inline(never)]
 fn sleep_looked_up(duration: Duration) -> Sleep {
+    if sleep_fate::fresh_sleep_takes_tokio_entry() {
+        return Sleep {
+            place: Place::tokio_for_fires(Instant::now() + duration),
+            _pinned: PhantomPinned,
+        };
+    }
     let (bound, now) = thread_sets::current_or_tokio_and_now();
     in_place(bound, now + duration)
 }
@@ -110,10 +117,17 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     }
 }
 
-/// [`sleep_until`] past the thread's hint: the runtime looked up.
+/// [`sleep_until`] past the thread's hint: tokio's own entry where this thread's
+/// `Sleep`s mostly fire (no lookup), or the runtime looked up.
 #[track_caller]
 #[inline(never)]
 fn sleep_until_looked_up(deadline: Instant) -> Sleep {
+    if sleep_fate::fresh_sleep_takes_tokio_entry() {
+        return Sleep {
+            place: Place::tokio_for_fires(deadline),
+            _pinned: PhantomPinned,
+        };
+    }
     in_place(thread_sets::current_or_tokio(), deadline)
 }
 
@@ -143,7 +157,18 @@ pin_project! {
     /// which is a store (the entry fires at the earlier deadline, and the poll that
     /// sees it re-arms at the later one). Outside a current-thread runtime's context
     /// (polled from a plain thread or a multi-thread runtime) later resets are tokio's
-    /// too. The rest of these docs is about a multi-thread runtime:
+    /// too.
+    ///
+    /// On a multi-thread runtime, a thread whose `Sleep`s mostly fire (at least three
+    /// in four of the last 32 it filed in its deadline set: a retry's backoff, a
+    /// poll loop's pause) makes its fresh ones on tokio's own entry too, with no
+    /// runtime lookup: a deadline that fires costs tokio's driver its work all the
+    /// same, so the set would only add its own. Later resets are stores there too,
+    /// wherever it is polled (that runtime's clock is the real one, which does not
+    /// wait for a poller). One in 32 of them still goes through the set, so that a
+    /// thread whose `Sleep`s are cancelled again (lost `select!`s, per-request
+    /// deadlines) takes the set again within 32 such samples. The rest of these docs
+    /// is about a `Sleep` in the deadline set:
     ///
     /// A fresh `Sleep` registers no runtime timer entry of its own: at its first poll
     /// it files its deadline in the *deadline set* that the thread it was made on
@@ -249,97 +274,6 @@ pin_project! {
         _pinned: PhantomPinned,
     }
 }
-
-pin_project! {
-    /// Where a `Sleep`'s deadline lives.
-    #[project = PlaceProj]
-    enum Place {
-        // A `tokio::time::Sleep` of its own, made with it: on a runtime whose timers
-        // no second worker contends for (see the type's docs). Armed at its
-        // `deadline()`; the `Sleep`'s deadline is there or later (`tokio_entry`).
-        Tokio {
-            #[pin]
-            entry: tokio::time::Sleep,
-            // How far past `entry.deadline()` the deadline is, in nanoseconds: a
-            // later reset stored while the entry waits (see `tokio_entry`).
-            later: u64,
-            counts: TokioCounts,
-            // `AWAY_KNOWN`, `AWAY`, `REGISTERED`, `COMPLETED`.
-            flags: u8,
-        },
-        InSet {
-            // The deadline exactly as the caller gave it (in the time base's
-            // nanoseconds only where needed: a `Sleep` dropped unpolled never
-            // converts it).
-            deadline: Instant,
-            // The deadline set that judges it (its thread's set for the runtime it
-            // was made in), and where its deadline is filed there, from the first
-            // poll on.
-            request: Request,
-            // Where the filing stands. Invariant once filed: the filing expires no
-            // later than the deadline's driver tick (at or before the deadline, or
-            // within its tick), or it has expired and is re-filed at the deadline by
-            // the next poll.
-            filed_at: u64,
-            // Its own tokio entry, once it left the set (see the docs above) or its
-            // runtime shut down (see `# Shutdown`).
-            own: Option<Pin<Box<OwnEntry>>>,
-            // The waker of its last `Ready` poll. tokio's entry keeps the waker it was
-            // last polled with, and a reset of a completed `Sleep` re-registers the
-            // entry with it: the task is woken at the new deadline (inside the reset
-            // if that has passed) without polling again. An entry of its own keeps it
-            // as tokio's does.
-            last_waker: Option<Waker>,
-            counts: Counts,
-            // `RESET_UNPOLLED`, `COMPLETED`, `AWAY_KNOWN`, `AWAY`.
-            flags: u8,
-        },
-    }
-}
-
-impl Place {
-    /// tokio's own entry at `deadline`, bound to the current runtime as tokio's
-    /// `sleep_until` binds its own (and with tokio's panic where it panics).
-    #[track_caller]
-    #[inline(always)]
-    fn tokio(deadline: Instant) -> Self {
-        Place::Tokio {
-            entry: tokio::time::sleep_until(deadline),
-            later: 0,
-            counts: TokioCounts::default(),
-            flags: 0,
-        }
-    }
-
-    /// In `bound`'s set at `deadline`, filed at the first poll.
-    #[inline]
-    fn in_set(deadline: Instant, bound: Bound) -> Self {
-        Place::InSet {
-            deadline,
-            request: Request::bound_to(bound),
-            filed_at: NEVER,
-            own: None,
-            last_waker: None,
-            counts: Counts::default(),
-            flags: 0,
-        }
-    }
-}
-
-/// Reset before the first poll (tokio registers on `reset`; `is_elapsed` answers as
-/// if we had).
-const RESET_UNPOLLED: u8 = 1;
-/// Resolved at `deadline`; cleared by `reset`. Repeated polls stop here.
-const COMPLETED: u8 = 2;
-/// `AWAY` is known: judged at the first reset to a later deadline after the first
-/// poll, so a `Sleep` that is never moved later never asks.
-const AWAY_KNOWN: u8 = 4;
-/// Used outside the runtime it was made in: later resets take effect at once (see
-/// the type's `# Precision`).
-const AWAY: u8 = 8;
-/// On tokio's own entry: the entry is in tokio's driver (polled or reset), as
-/// tokio's `registered`.
-const REGISTERED: u8 = 16;
 
 impl Sleep {
     /// Returns the instant at which the future will complete: exactly the deadline
@@ -527,9 +461,10 @@ impl Sleep {
     /// tokio resets), and how often a filing expired or its own entry fired
     /// (`entry_fires`). The set's one runtime entry is shared, and not counted here.
     ///
-    /// On tokio's own entry (a current-thread runtime's `Sleep`), the first poll's or
-    /// reset's registration, tokio resets and re-arms of the entry, and its fires;
-    /// these counts saturate at 65,535.
+    /// On tokio's own entry (a current-thread runtime's `Sleep`, or one made where
+    /// `Sleep`s mostly fire: see the type's docs), the first poll's or reset's
+    /// registration, tokio resets and re-arms of the entry, and its fires; these
+    /// counts saturate at 65,535.
     pub fn stats(&self) -> Stats {
         match &self.place {
             Place::Tokio { counts, .. } => counts.stats(),

@@ -51,6 +51,7 @@ mod deadline_set;
 mod request;
 mod runtime_life;
 mod service_task;
+pub(crate) mod sleep_fate;
 pub(crate) mod thread_sets;
 
 pub(crate) use deadline_set::Bound;

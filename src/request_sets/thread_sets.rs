@@ -157,8 +157,25 @@ fn learn_tokio_entry(handle: &tokio::runtime::Handle) -> bool {
         && !sets_preferred_by_the_environment();
     if direct {
         TOKIO_ENTRY_HINT.with(|left| left.set(HINT_SPAN));
+        // A verdict learnt in a multi-thread runtime's sets is not this runtime's.
+        super::sleep_fate::forget();
     }
     direct
+}
+
+/// The runtime this thread is pinned to ([`pin_to_current`]), as its last timer
+/// found it: one thread-local read.
+#[inline]
+pub(super) fn last_pinned_runtime() -> Option<Id> {
+    LAST.with(Cell::get)
+        .filter(|last| last.pinned)
+        .map(|last| last.runtime)
+}
+
+/// Whether this thread's timers take the sets on every runtime ([`prefer_sets`], or
+/// the environment's `LAZY_DEADLINE_PREFER_SETS=1`).
+pub(crate) fn sets_preferred() -> bool {
+    PREFER_SETS.with(Cell::get) || sets_preferred_by_the_environment()
 }
 
 /// Whether `LAZY_DEADLINE_PREFER_SETS=1` is in the process's environment (read once):
@@ -178,6 +195,7 @@ fn sets_preferred_by_the_environment() -> bool {
 pub fn prefer_sets(prefer: bool) {
     PREFER_SETS.with(|cell| cell.set(prefer));
     TOKIO_ENTRY_HINT.with(|left| left.set(0));
+    super::sleep_fate::forget();
 }
 
 /// The current thread's set for the current runtime, or `None` where the timer takes

@@ -4,7 +4,7 @@
 
 use super::own_entry::{Fired, OwnEntry};
 use super::Counts;
-use crate::request_sets::{Filing, Request};
+use crate::request_sets::{sleep_fate, Filing, Request};
 use crate::time_base::to_nanos;
 use std::pin::Pin;
 use std::task::{Context, Waker};
@@ -37,10 +37,16 @@ pub(super) fn poll(
         let at = to_nanos(deadline);
         counts.registered();
         *filed_at = at;
+        sleep_fate::filed();
         filed(request.file(at, cx.waker()), counts)
     };
     match passed {
-        Some(passed) => passed,
+        Some(passed) => {
+            if passed {
+                sleep_fate::fired();
+            }
+            passed
+        }
         None => shut_down(request, own, deadline, cx),
     }
 }

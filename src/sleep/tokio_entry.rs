@@ -1,9 +1,12 @@
 //! A `Sleep` on tokio's own entry: what a `Sleep` made on a runtime whose timers no
 //! second worker contends for holds (a current-thread runtime: see
-//! `request_sets::thread_sets::takes_tokio_entry`). tokio's path there is an
-//! uncontended lock and an O(1) wheel insert, which no deadline set beats, so the
-//! entry is tokio's own, inline, polled with the caller's waker, and every call is
-//! tokio's, but one: a reset to a later deadline while the entry waits is a store.
+//! `request_sets::thread_sets::takes_tokio_entry`), and one made on a multi-thread
+//! runtime by a thread whose `Sleep`s mostly fire (`request_sets::sleep_fate`).
+//! tokio's path there is an uncontended lock and an O(1) wheel insert, which no
+//! deadline set beats, and a deadline that fires costs tokio's driver its work
+//! whatever holds it, so the entry is tokio's own, inline, polled with the caller's
+//! waker, and every call is tokio's, but one: a reset to a later deadline while the
+//! entry waits is a store.
 //!
 //! The lazy rule: the entry stays armed at its `deadline()` (`armed`), and the
 //! `Sleep`'s deadline may be later by `later` nanoseconds. The entry fires at
@@ -13,9 +16,18 @@
 //! poll), earlier (tokio moves the entry, and wakes at once if that has passed), and
 //! any reset once the entry fired (tokio re-registers it with the waker of its last
 //! poll, so the task is woken at the new deadline without polling again). The same
-//! deadline again is no move at all. Used away from home (outside a current-thread
-//! runtime's context: a plain thread, a multi-thread runtime), later resets are
-//! tokio's too: the home runtime's paused clock does not wait for such a poller.
+//! deadline again is no move at all. Used away from home, later resets are tokio's
+//! too: the home runtime's paused clock does not wait for such a poller. Home is
+//! judged at the first later reset, from the caller's context: a current-thread
+//! runtime's; for a `Sleep` made where `Sleep`s fire (`FOR_FIRES`), a multi-thread
+//! runtime's too, as that runtime's clock is the real one (tokio pauses only a
+//! current-thread runtime's), whose entry fires with no poller's help. One slip is
+//! left there, on a plain thread only: a thread whose `Sleep`s fired in a
+//! multi-thread runtime and whose next timers are made in a paused current-thread
+//! runtime's context makes up to 31 of them `FOR_FIRES` before its first lookup
+//! there corrects it; such a `Sleep`, polled and reset later from a multi-thread
+//! runtime's context, keeps the lazy store, and its paused home may run past the
+//! new deadline before the poll re-arms it (late by that clock, never early).
 //!
 //! `is_elapsed` answers from tokio's entry, and where the deadline moved later than
 //! a fired entry (nothing re-arms it until a poll), from the clock: tokio's
@@ -37,8 +49,10 @@ use tokio::time::Instant;
 
 /// `AWAY` is known (judged at the first later reset that could be a store).
 const AWAY_KNOWN: u8 = super::AWAY_KNOWN;
-/// Used outside a current-thread runtime's context.
+/// Used away from home (see [`away`]).
 const AWAY: u8 = super::AWAY;
+/// Made instead of a filing in a multi-thread runtime's set.
+const FOR_FIRES: u8 = super::FOR_FIRES;
 
 /// The counts on tokio's entry: `u16`s, so that a `Sleep` there stays within 128
 /// bytes.
@@ -166,16 +180,21 @@ pub(super) fn is_elapsed(entry: &tokio::time::Sleep, later: u64) -> bool {
     entry.is_elapsed() && (later == 0 || deadline(entry, later) <= Instant::now())
 }
 
-/// Whether the `Sleep` is used outside a current-thread runtime's context (judged
-/// once, at its first reset that could be a store): there, later resets are tokio's
-/// own, as a paused home clock need not wait for this poller to re-arm.
+/// Whether the `Sleep` is used away from home (judged once, at its first reset that
+/// could be a store): there, later resets are tokio's own, as a paused home clock
+/// need not wait for this poller to re-arm. Home is a current-thread runtime's
+/// context; for a `Sleep` made instead of a filing in a multi-thread runtime's set
+/// (`FOR_FIRES`), a multi-thread runtime's too: its home clock is the real one,
+/// which tokio never pauses there, so its entry fires with no poller's help.
 #[inline]
 fn away(flags: &mut u8) -> bool {
     if *flags & AWAY_KNOWN == 0 {
         *flags |= AWAY_KNOWN;
-        if !tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
-        {
+        let at_home = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+            h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+                || *flags & FOR_FIRES != 0
+        });
+        if !at_home {
             *flags |= AWAY;
         }
     }
