@@ -7,6 +7,7 @@ mod common;
 
 use common::{ms, watchdog};
 use std::future::Future;
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -31,6 +32,15 @@ fn on_tokio_entry(sleep: &lazy_deadline::Sleep) -> bool {
     shown.contains("tokio_entry")
 }
 
+/// Polls `sleep` once with the task's waker, and asserts it is pending.
+async fn poll_pending_once(mut sleep: Pin<&mut lazy_deadline::Sleep>) {
+    std::future::poll_fn(|cx| {
+        assert!(sleep.as_mut().poll(cx).is_pending());
+        Poll::Ready(())
+    })
+    .await;
+}
+
 /// `n` fresh `Sleep`s awaited until they fire (due at once); how many of them were
 /// made on tokio's entry.
 async fn fired_sleeps(n: usize) -> usize {
@@ -51,11 +61,7 @@ async fn cancelled_sleeps(n: usize) -> usize {
         let sleep = lazy_deadline::sleep(Duration::from_secs(3600));
         on_tokio += usize::from(on_tokio_entry(&sleep));
         let mut sleep = std::pin::pin!(sleep);
-        std::future::poll_fn(|cx| {
-            assert!(sleep.as_mut().poll(cx).is_pending());
-            Poll::Ready(())
-        })
-        .await;
+        poll_pending_once(sleep.as_mut()).await;
     }
     on_tokio
 }
@@ -103,11 +109,7 @@ fn a_sleep_on_tokio_entry_of_a_multi_thread_runtime_keeps_later_resets_lazy() {
                 let sleep = lazy_deadline::sleep(ms(5));
                 assert!(on_tokio_entry(&sleep));
                 let mut sleep = std::pin::pin!(sleep);
-                std::future::poll_fn(|cx| {
-                    assert!(sleep.as_mut().poll(cx).is_pending());
-                    Poll::Ready(())
-                })
-                .await;
+                poll_pending_once(sleep.as_mut()).await;
                 let mut deadline = Instant::now();
                 for i in 1..=100u64 {
                     deadline = Instant::now() + ms(10) + Duration::from_micros(i);
@@ -187,11 +189,7 @@ fn a_thread_that_moves_to_a_current_thread_runtime_forgets_that_its_sleeps_fired
                 let sleep = lazy_deadline::sleep(ms(10));
                 assert!(on_tokio_entry(&sleep));
                 let mut sleep = std::pin::pin!(sleep);
-                std::future::poll_fn(|cx| {
-                    assert!(sleep.as_mut().poll(cx).is_pending());
-                    Poll::Ready(())
-                })
-                .await;
+                poll_pending_once(sleep.as_mut()).await;
                 let later = Instant::now() + ms(20);
                 {
                     let _away = multi.enter();
