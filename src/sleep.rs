@@ -7,17 +7,21 @@
 
 mod counts;
 mod in_set;
+mod made;
 mod own_entry;
 mod place;
 mod tokio_entry;
 
-use crate::request_sets::{sleep_fate, thread_sets, Bound};
+use crate::request_sets::thread_sets;
 use crate::stats::Stats;
 use crate::time_base::{to_nanos, FAR_FUTURE};
 use counts::Counts;
 use own_entry::Fired;
 use pin_project_lite::pin_project;
-use place::{Place, PlaceProj, AWAY, AWAY_KNOWN, COMPLETED, FOR_FIRES, REGISTERED, RESET_UNPOLLED};
+use place::{
+    Place, PlaceProj, AWAY, AWAY_KNOWN, COMPLETED, FIRE_COUNTED, FOR_FIRES, REGISTERED,
+    RESET_UNPOLLED,
+};
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomPinned;
@@ -58,25 +62,8 @@ pub fn sleep(duration: Duration) -> Sleep {
             _pinned: PhantomPinned,
         }
     } else {
-        sleep_looked_up(duration)
+        made::sleep_looked_up(duration)
     }
-}
-
-/// [`sleep`] past the thread's hint: tokio's own entry where this thread's `Sleep`s
-/// mostly fire (no lookup), or the runtime looked up, and the deadline taken from its
-/// clock (a pinned thread may be in another runtime's context, whose clock
-/// `Instant::now()` reads).
-#[track_caller]
-#[inline(never)]
-fn sleep_looked_up(duration: Duration) -> Sleep {
-    if sleep_fate::fresh_sleep_takes_tokio_entry() {
-        return Sleep {
-            place: Place::tokio_for_fires(Instant::now() + duration),
-            _pinned: PhantomPinned,
-        };
-    }
-    let (bound, now) = thread_sets::current_or_tokio_and_now();
-    in_place(bound, now + duration)
 }
 
 /// Waits until `deadline` is reached; the lazy counterpart of
@@ -113,35 +100,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
             _pinned: PhantomPinned,
         }
     } else {
-        sleep_until_looked_up(deadline)
-    }
-}
-
-/// [`sleep_until`] past the thread's hint: tokio's own entry where this thread's
-/// `Sleep`s mostly fire (no lookup), or the runtime looked up.
-#[track_caller]
-#[inline(never)]
-fn sleep_until_looked_up(deadline: Instant) -> Sleep {
-    if sleep_fate::fresh_sleep_takes_tokio_entry() {
-        return Sleep {
-            place: Place::tokio_for_fires(deadline),
-            _pinned: PhantomPinned,
-        };
-    }
-    in_place(thread_sets::current_or_tokio(), deadline)
-}
-
-/// A `Sleep` at `deadline` in `bound`'s set, or on tokio's own entry (`None`).
-#[track_caller]
-#[inline(always)]
-fn in_place(bound: Option<Bound>, deadline: Instant) -> Sleep {
-    let place = match bound {
-        Some(bound) => Place::in_set(deadline, bound),
-        None => Place::tokio(deadline),
-    };
-    Sleep {
-        place,
-        _pinned: PhantomPinned,
+        made::sleep_until_looked_up(deadline)
     }
 }
 
@@ -155,20 +114,24 @@ pin_project! {
     /// cheaper than any set) it is a `tokio::time::Sleep` of its own, inline: every
     /// poll and reset is tokio's, but a reset to a later deadline while it waits,
     /// which is a store (the entry fires at the earlier deadline, and the poll that
-    /// sees it re-arms at the later one). Outside a current-thread runtime's context
-    /// (polled from a plain thread or a multi-thread runtime) later resets are tokio's
-    /// too.
+    /// sees it re-arms at the later one). Such a `Sleep` used outside a current-thread
+    /// runtime's context (polled from a plain thread or a multi-thread runtime) has
+    /// tokio's later resets too.
     ///
     /// On a multi-thread runtime, a thread whose `Sleep`s mostly fire (at least three
-    /// in four of the last 32 it filed in its deadline set: a retry's backoff, a
-    /// poll loop's pause) makes its fresh ones on tokio's own entry too, with no
-    /// runtime lookup: a deadline that fires costs tokio's driver its work all the
-    /// same, so the set would only add its own. Later resets are stores there too,
-    /// wherever it is polled (that runtime's clock is the real one, which does not
-    /// wait for a poller). One in 32 of them still goes through the set, so that a
-    /// thread whose `Sleep`s are cancelled again (lost `select!`s, per-request
-    /// deadlines) takes the set again within 32 such samples. The rest of these docs
-    /// is about a `Sleep` in the deadline set:
+    /// in four of its last 32, counted wherever they live: a retry's backoff, a poll
+    /// loop's pause) makes its fresh ones on tokio's own entry too, with no runtime
+    /// lookup: a deadline that fires costs tokio's driver its work all the same, so
+    /// the set would only add its own. Later resets are stores there too, from any
+    /// runtime's context (its runtime's clock is the real one, which does not wait for
+    /// a poller); from a plain thread, tokio's resets. Once fewer than three in four
+    /// of a window of 32 fired (lost `select!`s, per-request deadlines), its fresh
+    /// `Sleep`s take the set again. One slip remains: a thread that is not pinned
+    /// (`on_thread_start`), moving from such a runtime to a paused current-thread
+    /// runtime's context, makes up to 31 `Sleep`s there by this rule before its
+    /// runtime check notices; one of them sent to a multi-thread runtime and reset
+    /// later there keeps the store, and may complete late by its paused clock (never
+    /// early). The rest of these docs is about a `Sleep` in the deadline set:
     ///
     /// A fresh `Sleep` registers no runtime timer entry of its own: at its first poll
     /// it files its deadline in the *deadline set* that the thread it was made on

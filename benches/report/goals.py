@@ -43,13 +43,13 @@ DROP_IN_SHAPES = [
      "wake per fire). The park and the driver's turn, most of a tick, are the same on both."),
     ("sleep_fire", "a fresh `sleep(1 ms)` awaited until it fires (a retry's backoff)", "CPU per fire",
      "On one thread the `sleep` is tokio's own entry: tokio's registration, fire and wake, plus "
-     "the `Sleep`'s hint and checks. On two workers it is filed in the thread's deadline set, "
-     "whose one tokio entry fires for it: per fire, tokio's work for that entry (its re-arm at "
-     "the next deadline, its fire, its wake) plus the set's own (the filing, the service that "
-     "expires the deadline and wakes the task, the give-back at completion); "
-     "`python3 benches/instructions.py`'s sets column counts both. The sets save tokio's "
-     "contended driver lock for deadlines that are cancelled before they fire (a per-request "
-     "`timeout`), not for each one that fires."),
+     "the `Sleep`'s hint and checks. On two workers the thread's first `sleep`s are filed in "
+     "its deadline set (per fire, tokio's work for the set's entry plus the set's own filing, "
+     "expiry and give-back: `python3 benches/instructions.py`'s sets column); once three in "
+     "four of a window of 32 fired, its fresh `sleep`s take tokio's own entry, with no runtime "
+     "lookup: tokio's registration, fire and wake, plus the `Sleep`'s checks and the thread's "
+     "count of what fired. The sets save tokio's contended driver lock for deadlines cancelled "
+     "before they fire (a per-request `timeout`), not for each one that fires."),
     ("limiter_turns", "a limiter whose waiting acquirer holds the only `sleep_until` (one permit per ms)",
      "CPU per acquire",
      "The `Sleep` is reset after it completed: tokio's own entry on one thread, an entry of its "

@@ -119,3 +119,6 @@ pub(super) const REGISTERED: u8 = 16;
 /// On tokio's own entry: made instead of a filing, by a thread whose `Sleep`s mostly
 /// fire in a multi-thread runtime's deadline sets (see `Place::tokio_for_fires`).
 pub(super) const FOR_FIRES: u8 = 32;
+/// On tokio's own entry made for fires: its first fire was counted in the thread's
+/// fate (`request_sets::sleep_fate`); later ones, after resets, are not.
+pub(super) const FIRE_COUNTED: u8 = 64;

@@ -19,15 +19,18 @@
 //! deadline again is no move at all. Used away from home, later resets are tokio's
 //! too: the home runtime's paused clock does not wait for such a poller. Home is
 //! judged at the first later reset, from the caller's context: a current-thread
-//! runtime's; for a `Sleep` made where `Sleep`s fire (`FOR_FIRES`), a multi-thread
-//! runtime's too, as that runtime's clock is the real one (tokio pauses only a
-//! current-thread runtime's), whose entry fires with no poller's help. One slip is
-//! left there, on a plain thread only: a thread whose `Sleep`s fired in a
-//! multi-thread runtime and whose next timers are made in a paused current-thread
-//! runtime's context makes up to 31 of them `FOR_FIRES` before its first lookup
-//! there corrects it; such a `Sleep`, polled and reset later from a multi-thread
-//! runtime's context, keeps the lazy store, and its paused home may run past the
-//! new deadline before the poll re-arms it (late by that clock, never early).
+//! runtime's; for a `Sleep` made where `Sleep`s fire (`FOR_FIRES`), any multi-thread
+//! runtime's too (not a plain thread's), as its home's clock is the real one (tokio
+//! pauses only a current-thread runtime's), whose entry fires with no poller's help.
+//! One slip is left there, on a thread that is not pinned and moves between runtimes
+//! (a plain thread's next `block_on`, a blocking thread's, a worker's inside
+//! `block_in_place`): a thread whose `Sleep`s fired in a multi-thread runtime and
+//! whose next ones are made in a paused current-thread runtime's context makes up
+//! to 31 of them `FOR_FIRES` before its first runtime check there (one fresh `Sleep`
+//! in 32 looks its runtime up) corrects it. Such a `Sleep`, sent to a multi-thread
+//! runtime and reset later there, keeps the lazy store, and its paused home may run
+//! past the new deadline before the poll re-arms it (late by that clock, never
+//! early).
 //!
 //! `is_elapsed` answers from tokio's entry, and where the deadline moved later than
 //! a fired entry (nothing re-arms it until a poll), from the clock: tokio's
@@ -40,6 +43,7 @@
 //! reach without a handle of it, which tokio's path does not pay for.
 
 use super::{Counts, COMPLETED, REGISTERED};
+use crate::request_sets::sleep_fate;
 use crate::time_base::nanos_after;
 use std::future::Future;
 use std::pin::Pin;
@@ -53,6 +57,31 @@ const AWAY_KNOWN: u8 = super::AWAY_KNOWN;
 const AWAY: u8 = super::AWAY;
 /// Made instead of a filing in a multi-thread runtime's set.
 const FOR_FIRES: u8 = super::FOR_FIRES;
+/// Its first fire was counted in the thread's fate.
+const FIRE_COUNTED: u8 = super::FIRE_COUNTED;
+
+/// The entry enters tokio's driver for the first time: a `Sleep` made for fires
+/// counts in its thread's fate (as a filing in the set would).
+#[inline(always)]
+fn first_registration(flags: u8) {
+    if flags & (REGISTERED | FOR_FIRES) == FOR_FIRES {
+        sleep_fate::filed();
+    }
+}
+
+/// The entry fired at the deadline: the `Sleep` completed (repeated `Ready` polls are
+/// not new fires; a `Sleep` made for fires counts its first in its thread's fate).
+#[inline(always)]
+fn completed(flags: &mut u8, counts: &mut TokioCounts) {
+    if *flags & COMPLETED == 0 {
+        *flags |= COMPLETED;
+        counts.fired();
+        if *flags & (FOR_FIRES | FIRE_COUNTED) == FOR_FIRES {
+            *flags |= FIRE_COUNTED;
+            sleep_fate::fired();
+        }
+    }
+}
 
 /// The counts on tokio's entry: `u16`s, so that a `Sleep` there stays within 128
 /// bytes.
@@ -77,6 +106,7 @@ pub(super) fn poll(
     cx: &mut Context<'_>,
 ) -> Poll<()> {
     if *flags & REGISTERED == 0 {
+        first_registration(*flags);
         *flags |= REGISTERED; // tokio's first poll registers the entry
         counts.registered();
     } else if *later != 0 && entry.is_elapsed() {
@@ -90,11 +120,7 @@ pub(super) fn poll(
             return Poll::Pending;
         }
         if *later == 0 {
-            if *flags & COMPLETED == 0 {
-                // Repeated `Ready` polls are not new fires.
-                *flags |= COMPLETED;
-                counts.fired();
-            }
+            completed(flags, counts);
             return Poll::Ready(());
         }
         // It fired at `armed` between the check above and this poll (its driver
@@ -140,11 +166,13 @@ pub(super) fn reset(
     } else if target == armed {
         // Not in tokio's driver yet, and the same deadline: tokio's reset registers,
         // as the first poll would.
+        first_registration(*flags);
         *flags |= REGISTERED;
         counts.registered();
         entry.reset(target);
         return;
     }
+    first_registration(*flags);
     *flags = (*flags & !COMPLETED) | REGISTERED;
     *later = 0;
     counts.registered();
