@@ -153,8 +153,7 @@ pub(crate) fn takes_tokio_entry() -> bool {
 /// thread on the way.
 fn learn_tokio_entry(handle: &tokio::runtime::Handle) -> bool {
     let direct = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
-        && !PREFER_SETS.with(Cell::get)
-        && !sets_preferred_by_the_environment();
+        && !sets_preferred();
     if direct {
         TOKIO_ENTRY_HINT.with(|left| left.set(HINT_SPAN));
         // A verdict learnt in a multi-thread runtime's sets is not this runtime's.
